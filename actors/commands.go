@@ -1,0 +1,87 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/actorlock/actorlock/messages"
+)
+
+// The Go-only messages package actorlock sends to the manager on behalf of
+// Go callers. Replies travel on a channel buffered for exactly one reply, so
+// an actor never blocks on a caller that has gone away.
+
+// LockKey names what one lock actor serves.
+type LockKey struct {
+	Kind messages.Kind
+	Name string
+}
+
+// routed marks the messages the manager routes to a lock actor.
+type routed interface{ lockKey() LockKey }
+
+// Acquire asks for one acquisition.
+type Acquire struct {
+	Key   LockKey
+	Owner string
+	ID    uint64        // unique per runtime; Cancel names it
+	Lease time.Duration // 0: watchdog lease, renewed while held
+	// Deadline ends the wait with ErrNotAcquired; zero waits until
+	// cancelled. Measured on the monotonic clock.
+	Deadline time.Time
+	TryOnce  bool
+	// End cancels the Held's context with a cause when the hold ends for any
+	// reason other than the caller's own successful Unlock.
+	End   context.CancelCauseFunc
+	Reply chan<- AcquireResult
+}
+
+// AcquireResult answers Acquire exactly once.
+type AcquireResult struct {
+	Token     int64
+	HoldCount int64
+	HolderTTL time.Duration // when not acquired: the holder's remaining lease
+	Err       error
+}
+
+// Release releases the hold that Acquire ID granted.
+type Release struct {
+	Key   LockKey
+	Owner string
+	ID    uint64 // the Acquire's ID
+	// RequestID de-duplicates retries of this release in Redis; a caller
+	// retrying a failed Unlock must reuse it.
+	RequestID string
+	Reply     chan<- ReleaseResult // nil: nobody waits for the outcome
+}
+
+// ReleaseResult answers Release.
+type ReleaseResult struct {
+	Released  bool // the lock became free
+	HoldCount int64
+	Err       error
+}
+
+// Cancel abandons Acquire ID; Acquire is then answered (with ErrCanceled,
+// or with its grant if that came first).
+type Cancel struct {
+	Key LockKey
+	ID  uint64
+}
+
+// ForceUnlock deletes the lock whoever holds it.
+type ForceUnlock struct {
+	Key   LockKey
+	Reply chan<- ForceUnlockResult
+}
+
+// ForceUnlockResult answers ForceUnlock.
+type ForceUnlockResult struct {
+	WasLocked bool
+	Err       error
+}
+
+func (m *Acquire) lockKey() LockKey     { return m.Key }
+func (m *Release) lockKey() LockKey     { return m.Key }
+func (m *Cancel) lockKey() LockKey      { return m.Key }
+func (m *ForceUnlock) lockKey() LockKey { return m.Key }

@@ -1,0 +1,168 @@
+// Package actors holds actorlock's actors: a supervisor owning a lock
+// manager (one lock actor per lock name and kind), the pub/sub router, the
+// renewal watchdog and, later, the delay-queue movers. Package actorlock
+// (runtime.go) is the public Go API on top of them.
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// Config is what one runtime's actors share. It is read-only once the
+// supervisor has started.
+type Config struct {
+	System *actor.ActorSystem
+	Redis  redis.UniversalClient
+	Log    *slog.Logger
+	// RuntimeID prefixes the owner ids of actor owners, as Redisson's
+	// client UUID prefixes its thread ids.
+	RuntimeID string
+	// Watchdog is the lease of locks acquired without a lease time; the
+	// renewal actor extends them every Watchdog/3.
+	Watchdog time.Duration
+	// IdleAfter is how long a lock actor with nothing held, queued or in
+	// flight lives on, so hot names keep their actor between uses.
+	IdleAfter time.Duration
+	// CallTimeout bounds one Redis call (retries included).
+	CallTimeout time.Duration
+	// TokenTTL is the fencing counter's expiry, refreshed on every
+	// acquisition; 0 keeps counters forever.
+	TokenTTL time.Duration
+	// LatchTTL is how long an unlock's outcome is remembered for retries of
+	// the same request.
+	LatchTTL time.Duration
+	// MaxHandoffs caps consecutive local hand-offs of one lock before it is
+	// released publicly, so waiters in other processes get their turn.
+	MaxHandoffs int
+	// Cluster groups batched renewals per hash slot.
+	Cluster bool
+}
+
+// Env is Config plus the PIDs and the goroutine accounting that the actors of
+// one runtime share.
+type Env struct {
+	Config
+	router  *actor.PID
+	renewal *actor.PID
+	reqSeq  atomic.Uint64
+
+	// calls owns every goroutine that talks to Redis on an actor's behalf,
+	// and the pub/sub connection's goroutines; Close waits for it. callsCtx
+	// is cancelled last, after the actors have released what they hold, to
+	// abort whatever is still in flight.
+	calls      sync.WaitGroup
+	callsCtx   context.Context
+	cancelCall context.CancelFunc
+}
+
+// props is how every actor of the runtime is spawned. Messages are
+// processed on the goroutine that posts them when the mailbox is idle (the
+// mailbox still runs one message at a time): a request goes from the
+// caller's goroutine through the manager to the lock actor, and a Redis
+// reply from the call's goroutine into the lock actor, without a goroutine
+// hand-off at each step. This is safe because no Receive ever blocks: Redis
+// calls run on goroutines of their own, replies go to buffered channels, and
+// nothing waits for a goroutine inside Receive (which could be its own).
+func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(produce, append(opts, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))...)
+}
+
+func newEnv(cfg Config) *Env {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel}
+}
+
+// NewRequestID returns an id unique among this runtime's requests, for the
+// unlock latch (which is per lock name, so runtime-unique is enough).
+func (e *Env) NewRequestID() string {
+	return e.RuntimeID + ":" + strconv.FormatUint(e.reqSeq.Add(1), 10)
+}
+
+// goCall runs fn on its own goroutine, bounded by CallTimeout, and sends what
+// it returns to pid (nil: to nobody): actors never wait on Redis inside
+// Receive.
+func (e *Env) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
+	e.calls.Add(1)
+	go func() {
+		defer e.calls.Done()
+		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
+		msg := fn(ctx)
+		cancel()
+		if pid != nil {
+			e.System.Root.Send(pid, msg)
+		}
+	}()
+}
+
+// retryUnknown runs a lock-mutating call, re-attempting while its outcome is
+// unknown (the connection broke, or Redis answered that it cannot run it
+// now). attempt is 0 first; later attempts must be safe if an earlier one
+// took effect, which the scripts ensure when told it is a re-attempt.
+func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt int) error) error {
+	backoff := 10 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := call(ctx, attempt)
+		if err == nil || !outcomeUnknown(err) || attempt == 3 || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff *= 4
+	}
+}
+
+// outcomeUnknown reports whether a failed call may be re-attempted: a
+// transport failure after the command may have left (it may or may not have
+// run) or a Redis refusal that means "not now" (it did not run). A failed
+// dial is final here: the command never left, and go-redis has already
+// retried the dial.
+func outcomeUnknown(err error) bool {
+	if !mayHaveRun(err) {
+		return false
+	}
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return !errors.Is(err, context.Canceled)
+	}
+	msg := rerr.Error()
+	for _, p := range []string{"LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "NOREPLICAS"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayHaveRun reports whether a failed call may have taken effect in Redis:
+// anything but a failed dial (the command never left).
+func mayHaveRun(err error) bool {
+	var operr *net.OpError
+	return !(errors.As(err, &operr) && operr.Op == "dial")
+}
+
+// drift is the safety margin taken off a lease when computing how long a
+// hold is valid locally: clocks run at slightly different rates, so Done()
+// must fire before Redis can let another owner in (as RedLock's validity).
+func drift(lease time.Duration) time.Duration {
+	return lease/100 + 2*time.Millisecond
+}
+
+var _ scripts.Client = redis.UniversalClient(nil)

@@ -1,0 +1,65 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/actorlock/actorlock/messages"
+)
+
+// The sentinel errors of actorlock. Package actorlock re-exports them; they
+// live here so the actors can return them without an import cycle.
+var (
+	ErrNotAcquired     = errors.New("actorlock: lock not acquired")
+	ErrNotOwner        = errors.New("actorlock: not the lock owner")
+	ErrLost            = errors.New("actorlock: lock lost")
+	ErrClosed          = errors.New("actorlock: runtime closed")
+	ErrInvalidArgument = errors.New("actorlock: invalid argument")
+	ErrUnlocked        = errors.New("actorlock: already unlocked")
+	ErrCanceled        = errors.New("actorlock: request cancelled")
+)
+
+func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }
+
+// MaxNameBytes bounds a lock name: Redis keys may be huge, but a lock name
+// this long is a bug, and every script call carries it several times.
+const MaxNameBytes = 64 << 10
+
+// ValidateName reports why name cannot name a lock, or nil.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("%w: lock name of %d bytes exceeds %d", ErrInvalidArgument, len(name), MaxNameBytes)
+	}
+	return nil
+}
+
+// codeOf maps an error to the protocol's error code.
+func codeOf(err error) messages.ErrorCode {
+	switch {
+	case err == nil:
+		return messages.ErrorCode_ERROR_CODE_UNSPECIFIED
+	case errors.Is(err, ErrNotAcquired):
+		return messages.ErrorCode_ERROR_CODE_NOT_ACQUIRED
+	case errors.Is(err, ErrNotOwner):
+		return messages.ErrorCode_ERROR_CODE_NOT_OWNER
+	case errors.Is(err, ErrLost):
+		return messages.ErrorCode_ERROR_CODE_LOST
+	case errors.Is(err, ErrClosed):
+		return messages.ErrorCode_ERROR_CODE_CLOSED
+	case errors.Is(err, ErrInvalidArgument):
+		return messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+	case errors.Is(err, ErrCanceled):
+		return messages.ErrorCode_ERROR_CODE_CANCELED
+	}
+	return messages.ErrorCode_ERROR_CODE_UNAVAILABLE
+}
+
+func protoError(err error) *messages.Error {
+	if err == nil {
+		return nil
+	}
+	return &messages.Error{Code: codeOf(err), Message: err.Error()}
+}

@@ -1,0 +1,187 @@
+package actors
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/messages"
+)
+
+// MaxOwnerBytes bounds an owner id named in a message.
+const MaxOwnerBytes = 1 << 10
+
+type lockRef struct {
+	pid    *actor.PID
+	routed uint64 // requests forwarded to it
+}
+
+// drainAll asks every lock actor to release what it holds; done is closed
+// when all have (or have stopped).
+type drainAll struct{ done chan struct{} }
+
+// manager routes requests by (kind, name) to a lock actor it spawns on
+// demand, and stops lock actors that stay idle, so a process that touched
+// many names and released them keeps no per-name state.
+type manager struct {
+	env      *Env
+	locks    map[LockKey]*lockRef
+	draining bool
+	waiting  map[LockKey]bool // drain: lock actors not done yet
+	drained  chan struct{}
+}
+
+func newManager(env *Env) *manager {
+	return &manager{env: env, locks: map[LockKey]*lockRef{}}
+}
+
+// lockProps: a lock actor that fails is stopped, never restarted: a fresh
+// actor would know nothing of the holds and waiters of the one that failed,
+// whose stop handler fails its waiters and releases its holds.
+var lockSupervision = actor.NewOneForOneStrategy(0, time.Second, func(any) actor.Directive {
+	return actor.StopDirective
+})
+
+func (m *manager) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case routed:
+		if m.draining {
+			refuseClosed(msg)
+			return
+		}
+		m.route(ctx, msg.lockKey())
+	case *messages.AcquireRequest:
+		if err := validateAcquire(msg, ctx.Sender()); err != nil {
+			m.respond(ctx, &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)})
+			return
+		}
+		m.routeMessage(ctx, msg.Kind, msg.Name, func(err error) any {
+			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
+		})
+	case *messages.ReleaseRequest:
+		m.routeMessage(ctx, msg.Kind, msg.Name, func(err error) any {
+			return &messages.ReleaseResponse{RequestId: msg.RequestId, Error: protoError(err)}
+		})
+	case *messages.CancelRequest:
+		m.routeMessage(ctx, msg.Kind, msg.Name, func(err error) any {
+			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
+		})
+	case *idleReport:
+		// The lock actor has processed everything routed to it and is idle,
+		// so stopping it loses nothing. If more was routed meanwhile, it
+		// will process that and report again when idle.
+		if ref := m.locks[msg.key]; ref != nil && samePID(ref.pid, msg.pid) && ref.routed == msg.routed {
+			delete(m.locks, msg.key)
+			ctx.Stop(ref.pid)
+		}
+	case *actor.Terminated:
+		for k, ref := range m.locks {
+			if samePID(ref.pid, msg.Who) {
+				delete(m.locks, k)
+				m.doneDraining(k)
+			}
+		}
+	case *drainAll:
+		m.draining = true
+		m.drained = msg.done
+		m.waiting = map[LockKey]bool{}
+		for k, ref := range m.locks {
+			m.waiting[k] = true
+			ctx.Send(ref.pid, &drainLock{})
+		}
+		m.doneDraining(LockKey{})
+	case *lockDrained:
+		m.doneDraining(msg.key)
+	case *statsQuery:
+		msg.reply <- len(m.locks)
+	}
+}
+
+func (m *manager) route(ctx actor.Context, key LockKey) {
+	ref := m.locks[key]
+	if ref == nil {
+		ref = &lockRef{pid: ctx.Spawn(props(func() actor.Actor { return newLockActor(m.env, key) }))}
+		m.locks[key] = ref
+	}
+	ref.routed++
+	ctx.Forward(ref.pid)
+}
+
+// routeMessage validates what every lock message names, then routes it.
+func (m *manager) routeMessage(ctx actor.Context, kind messages.Kind, name string, refusal func(error) any) {
+	err := validateTarget(kind, name, ctx.Sender())
+	if err == nil && m.draining {
+		err = ErrClosed
+	}
+	if err != nil {
+		m.respond(ctx, refusal(err))
+		return
+	}
+	m.route(ctx, LockKey{Kind: kind, Name: name})
+}
+
+func (m *manager) respond(ctx actor.Context, resp any) {
+	if ctx.Sender() == nil {
+		m.env.Log.Warn("actorlock: dropped an invalid request without a sender to answer", slog.Any("response", resp))
+		return
+	}
+	ctx.Respond(resp)
+}
+
+func (m *manager) doneDraining(k LockKey) {
+	if m.waiting == nil {
+		return
+	}
+	delete(m.waiting, k)
+	if len(m.waiting) == 0 {
+		close(m.drained)
+		m.waiting = nil
+	}
+}
+
+// refuseClosed answers a Go command that arrived while the runtime closes.
+func refuseClosed(msg routed) {
+	switch c := msg.(type) {
+	case *Acquire:
+		c.Reply <- AcquireResult{Err: ErrClosed}
+	case *Release:
+		if c.Reply != nil {
+			c.Reply <- ReleaseResult{Err: ErrClosed}
+		}
+	case *ForceUnlock:
+		c.Reply <- ForceUnlockResult{Err: ErrClosed}
+	}
+}
+
+// validateTarget checks what every lock message names. Remote actors are
+// validated exactly like Go callers.
+func validateTarget(kind messages.Kind, name string, sender *actor.PID) error {
+	if sender == nil {
+		return fmt.Errorf("%w: no sender; send requests with Context.Request", ErrInvalidArgument)
+	}
+	if kind != messages.Kind_KIND_LOCK {
+		return fmt.Errorf("%w: lock kind %v is not supported", ErrInvalidArgument, kind)
+	}
+	return ValidateName(name)
+}
+
+func validateAcquire(m *messages.AcquireRequest, sender *actor.PID) error {
+	if err := validateTarget(m.Kind, m.Name, sender); err != nil {
+		return err
+	}
+	switch {
+	case m.RequestId == "":
+		return fmt.Errorf("%w: empty request_id", ErrInvalidArgument)
+	case m.WaitMs < 0:
+		return fmt.Errorf("%w: negative wait_ms %d", ErrInvalidArgument, m.WaitMs)
+	case m.LeaseMs < 0:
+		return fmt.Errorf("%w: negative lease_ms %d", ErrInvalidArgument, m.LeaseMs)
+	case m.WaitIndefinitely && m.WaitMs != 0:
+		return fmt.Errorf("%w: wait_indefinitely with wait_ms %d", ErrInvalidArgument, m.WaitMs)
+	case len(m.Owner) > MaxOwnerBytes:
+		return fmt.Errorf("%w: owner of %d bytes exceeds %d", ErrInvalidArgument, len(m.Owner), MaxOwnerBytes)
+	}
+	return nil
+}

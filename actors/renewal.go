@@ -1,0 +1,214 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// RenewRegister asks the watchdog to renew Owner's hold of lock Name until
+// RenewCancel with the same Gen. Lock is told about every renewal.
+type RenewRegister struct {
+	Name  string
+	Owner string
+	Gen   uint64
+	Lock  *actor.PID
+}
+
+// RenewCancel stops renewing registration Gen.
+type RenewCancel struct {
+	Name  string
+	Owner string
+	Gen   uint64
+}
+
+// Renewed tells a lock actor that registration Gen was renewed by a call sent
+// at SentAt (monotonic): its hold is valid until SentAt + lease.
+type Renewed struct {
+	Owner  string
+	Gen    uint64
+	SentAt time.Time
+}
+
+// RenewGone tells a lock actor that Redis no longer has registration Gen's
+// hold (deleted, expired or taken): the hold is lost.
+type RenewGone struct {
+	Owner string
+	Gen   uint64
+}
+
+type renewTick struct{}
+
+type renewDone struct {
+	sentAt  time.Time
+	batches [][]*renewEntry
+	held    [][]bool // per batch; nil when the call failed
+	err     error
+}
+
+type renewKey struct{ name, owner string }
+
+type renewEntry struct {
+	renewKey
+	gen  uint64
+	lock *actor.PID
+}
+
+// renewal is the watchdog: one ticker for every watchdog-held lock of the
+// runtime (not a timer per lock), renewing them every lease/3 in batched
+// scripts of at most scripts.MaxRenewBatch locks, grouped per hash slot on a
+// cluster. Registration and cancellation are messages to this one actor, so
+// a renewal can never outlive the unlock that cancelled it.
+type renewal struct {
+	env      *Env
+	entries  map[renewKey]*renewEntry
+	stopTick scheduler.CancelFunc
+	inFlight bool
+}
+
+func newRenewal(env *Env) *renewal {
+	return &renewal{env: env, entries: map[renewKey]*renewEntry{}}
+}
+
+func (r *renewal) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.inFlight = false
+		r.syncTicker(ctx)
+	case *actor.Stopping, *actor.Restarting:
+		r.stopTicker()
+	case *RenewRegister:
+		r.entries[renewKey{m.Name, m.Owner}] = &renewEntry{renewKey: renewKey{m.Name, m.Owner}, gen: m.Gen, lock: m.Lock}
+		r.syncTicker(ctx)
+	case *RenewCancel:
+		k := renewKey{m.Name, m.Owner}
+		if e := r.entries[k]; e != nil && e.gen == m.Gen {
+			delete(r.entries, k)
+		}
+		r.syncTicker(ctx)
+	case *renewTick:
+		r.renewAll(ctx)
+	case *statsQuery:
+		m.reply <- len(r.entries)
+	case *renewDone:
+		r.inFlight = false
+		r.report(m)
+		r.syncTicker(ctx)
+	}
+}
+
+// syncTicker runs the ticker exactly while something is registered.
+func (r *renewal) syncTicker(ctx actor.Context) {
+	switch {
+	case len(r.entries) > 0 && r.stopTick == nil:
+		every := r.env.Watchdog / 3
+		r.stopTick = scheduler.NewTimerScheduler(r.env.System.Root).SendRepeatedly(every, every, ctx.Self(), &renewTick{})
+	case len(r.entries) == 0:
+		r.stopTicker()
+	}
+}
+
+func (r *renewal) stopTicker() {
+	if r.stopTick != nil {
+		r.stopTick()
+		r.stopTick = nil
+	}
+}
+
+func (r *renewal) renewAll(ctx actor.Context) {
+	// A round still in flight means Redis is slow: piling more on helps
+	// nobody, and the lock actors' validity timers bound what it costs.
+	if r.inFlight || len(r.entries) == 0 {
+		return
+	}
+	r.inFlight = true
+	batches := r.batches()
+	lease := r.env.Watchdog
+	r.env.goCall(ctx.Self(), func(ctx context.Context) any {
+		return runRenewals(ctx, r.env.Redis, lease, batches)
+	})
+}
+
+// batches splits the entries into script calls: all keys of one call must
+// share a hash slot on a cluster.
+func (r *renewal) batches() [][]*renewEntry {
+	groups := map[uint16][]*renewEntry{}
+	for _, e := range r.entries {
+		slot := uint16(0)
+		if r.env.Cluster {
+			slot = hashSlot(e.name)
+		}
+		groups[slot] = append(groups[slot], e)
+	}
+	var out [][]*renewEntry
+	for _, g := range groups {
+		for len(g) > 0 {
+			n := min(len(g), scripts.MaxRenewBatch)
+			out = append(out, g[:n])
+			g = g[n:]
+		}
+	}
+	return out
+}
+
+func runRenewals(ctx context.Context, rdb redis.UniversalClient, lease time.Duration, batches [][]*renewEntry) *renewDone {
+	done := &renewDone{batches: batches, held: make([][]bool, len(batches))}
+	args := make([][]scripts.Renewal, len(batches))
+	for i, b := range batches {
+		args[i] = make([]scripts.Renewal, len(b))
+		for j, e := range b {
+			args[i][j] = scripts.Renewal{Name: e.name, Owner: e.owner}
+		}
+	}
+	// The validity of every renewed hold counts from before the call left.
+	done.sentAt = time.Now()
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(batches))
+	for i := range batches {
+		cmds[i] = scripts.RenewLocks(ctx, pipe, lease, args[i])
+	}
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			cmd = scripts.RetryRenewLocks(ctx, rdb, lease, args[i])
+		}
+		held, err := scripts.RenewResult(cmd, len(batches[i]))
+		if err != nil {
+			done.err = err
+			continue
+		}
+		done.held[i] = held
+	}
+	return done
+}
+
+// report tells each lock actor what became of its holds, one message per
+// hold. Entries re-registered or cancelled meanwhile are skipped by gen.
+func (r *renewal) report(d *renewDone) {
+	if d.err != nil {
+		r.env.Log.Warn("actorlock: lock renewal failed", slog.Any("error", d.err))
+	}
+	for i, batch := range d.batches {
+		if d.held[i] == nil {
+			continue
+		}
+		for j, e := range batch {
+			cur := r.entries[e.renewKey]
+			if cur == nil || cur.gen != e.gen {
+				continue
+			}
+			if d.held[i][j] {
+				r.env.System.Root.Send(e.lock, &Renewed{Owner: e.owner, Gen: e.gen, SentAt: d.sentAt})
+				continue
+			}
+			delete(r.entries, e.renewKey)
+			r.env.System.Root.Send(e.lock, &RenewGone{Owner: e.owner, Gen: e.gen})
+		}
+	}
+}

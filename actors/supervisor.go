@@ -1,0 +1,125 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// supervisor is the root of a runtime's actors. It owns the pub/sub router,
+// the renewal watchdog and the lock manager, restarting any of them that
+// fails (OneForOne); every timer and goroutine of the runtime belongs to one
+// of them.
+type supervisor struct {
+	env     *Env
+	ready   chan *actor.PID // the manager's PID, once everything runs
+	stopped chan struct{}   // closed when the supervisor and its children stopped
+}
+
+func (s *supervisor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		// The router and the watchdog keep their state across a restart
+		// (same instance), so subscriptions and registrations survive it.
+		router, renewal := newRouter(s.env), newRenewal(s.env)
+		s.env.router = ctx.Spawn(props(func() actor.Actor { return router }))
+		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }))
+		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
+		s.ready <- mgr
+	case *actor.Stopped:
+		close(s.stopped)
+	}
+}
+
+// Handle is a started set of actors, as package actorlock drives it.
+type Handle struct {
+	env     *Env
+	sup     *actor.PID
+	manager *actor.PID
+	stopped chan struct{}
+}
+
+// Start spawns the supervisor and its children on cfg.System and returns
+// once they run.
+func Start(cfg Config) *Handle {
+	env := newEnv(cfg)
+	s := &supervisor{env: env, ready: make(chan *actor.PID, 1), stopped: make(chan struct{})}
+	sup := cfg.System.Root.SpawnPrefix(props(func() actor.Actor { return s },
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider))), "actorlock-")
+	return &Handle{env: env, sup: sup, manager: <-s.ready, stopped: s.stopped}
+}
+
+// Manager is the PID that takes every request (Go commands and messages).
+func (h *Handle) Manager() *actor.PID { return h.manager }
+
+// NewRequestID returns an id unique among this runtime's requests.
+func (h *Handle) NewRequestID() string { return h.env.NewRequestID() }
+
+// Drain fails every waiting request with ErrClosed and releases every hold,
+// returning when all releases have run or ctx ends.
+func (h *Handle) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	h.env.System.Root.Send(h.manager, &drainAll{done: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("actorlock: close: releasing held locks: %w", context.Cause(ctx))
+	}
+}
+
+// Stats counts what the runtime keeps: lock actors, pub/sub topics and
+// watchdog registrations.
+type Stats struct {
+	LockActors    int
+	Subscriptions int
+	Renewals      int
+}
+
+// statsQuery asks an actor for its count.
+type statsQuery struct{ reply chan<- int }
+
+// Stats asks the manager, the router and the watchdog for their counts.
+func (h *Handle) Stats(ctx context.Context) (Stats, error) {
+	var out Stats
+	for _, q := range []struct {
+		pid *actor.PID
+		n   *int
+	}{{h.manager, &out.LockActors}, {h.env.router, &out.Subscriptions}, {h.env.renewal, &out.Renewals}} {
+		reply := make(chan int, 1)
+		h.env.System.Root.Send(q.pid, &statsQuery{reply: reply})
+		select {
+		case *q.n = <-reply:
+		case <-h.stopped:
+			return Stats{}, ErrClosed
+		case <-ctx.Done():
+			return Stats{}, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// Stop stops every actor, timer and goroutine of the runtime and waits for
+// them, up to ctx.
+func (h *Handle) Stop(ctx context.Context) error {
+	h.env.System.Root.Stop(h.sup)
+	var err error
+	select {
+	case <-h.stopped:
+	case <-ctx.Done():
+		err = fmt.Errorf("actorlock: close: stopping actors: %w", context.Cause(ctx))
+	}
+	h.env.cancelCall()
+	calls := make(chan struct{})
+	go func() { h.env.calls.Wait(); close(calls) }()
+	select {
+	case <-calls:
+	case <-ctx.Done():
+		if err == nil {
+			err = fmt.Errorf("actorlock: close: waiting for Redis calls: %w", context.Cause(ctx))
+		}
+	}
+	return err
+}

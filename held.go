@@ -1,0 +1,96 @@
+package actorlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/actorlock/actorlock/actors"
+)
+
+// Held is one acquisition of a lock. Release it exactly once with Unlock.
+// Watch Done (or use Context) to learn that the lock was lost: work done
+// after that is no longer protected.
+type Held struct {
+	lock     *Lock
+	id       uint64
+	token    int64
+	lease    time.Duration
+	ctx      context.Context
+	end      context.CancelCauseFunc
+	unlockID string // every Unlock attempt of this Held reuses it
+
+	mu       sync.Mutex
+	unlocked bool
+}
+
+// Name is the lock's name.
+func (h *Held) Name() string { return h.lock.key.Name }
+
+// Owner is the owner id holding the lock.
+func (h *Held) Owner() string { return h.lock.owner }
+
+// Token is this acquisition's fencing token: strictly increasing per lock
+// name, across processes and restarts. Pass it with every write to the
+// guarded resource, which must reject a token lower than the highest it has
+// seen: that stops a holder that lost the lock without knowing it.
+func (h *Held) Token() int64 { return h.token }
+
+// Lease is the lease granted: the watchdog lease (renewed while held) or the
+// LeaseTime asked for.
+func (h *Held) Lease() time.Duration { return h.lease }
+
+// Done is closed when the hold ends: after Unlock, or when the lock is lost
+// (Err then wraps ErrLost) or the runtime closes (ErrClosed). It closes
+// before Redis can let another owner in.
+func (h *Held) Done() <-chan struct{} { return h.ctx.Done() }
+
+// Err is nil while held; then why the hold ended: ErrUnlocked, an error
+// wrapping ErrLost, or ErrClosed.
+func (h *Held) Err() error { return context.Cause(h.ctx) }
+
+// Context is cancelled, with Err as its cause, when the hold ends. It carries
+// the values of the context Acquire was called with.
+func (h *Held) Context() context.Context { return h.ctx }
+
+// Unlock releases this acquisition: the lock is free once its owner's last
+// hold is released. It returns ErrUnlocked if already called successfully,
+// an error wrapping ErrLost (and ErrNotOwner when Redis showed another owner)
+// if the lock was lost first, ErrClosed after Close, or a wrapped Redis error
+// (then call Unlock again: a retry cannot release twice). If ctx ends first,
+// Unlock returns ctx's error and the release still completes.
+func (h *Held) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return ErrInvalidArgument
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.unlocked {
+		return ErrUnlocked
+	}
+	if err := h.Err(); err != nil {
+		if errors.Is(err, ErrUnlocked) {
+			h.unlocked = true
+		}
+		return err
+	}
+	rt := h.lock.rt
+	if rt.closed.Load() {
+		return ErrClosed
+	}
+	reply := make(chan actors.ReleaseResult, 1)
+	rt.send(&actors.Release{Key: h.lock.key, Owner: h.lock.owner, ID: h.id, RequestID: h.unlockID, Reply: reply})
+	select {
+	case res := <-reply:
+		if res.Err != nil {
+			return res.Err
+		}
+		h.unlocked = true
+		return nil
+	case <-rt.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
+}

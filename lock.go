@@ -1,0 +1,199 @@
+package actorlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/actors"
+)
+
+// Lock is a handle on one reentrant lock for one owner. It is safe for
+// concurrent use; goroutines sharing a handle share its owner, so they
+// re-enter rather than exclude each other (use a handle per goroutine for
+// mutual exclusion between goroutines).
+type Lock struct {
+	rt    *Runtime
+	key   actors.LockKey
+	owner string
+	err   error // a bad name or option, reported by every method
+}
+
+// Name is the lock's name, which is also its Redis key.
+func (l *Lock) Name() string { return l.key.Name }
+
+// Owner is the owner id this handle acquires as.
+func (l *Lock) Owner() string { return l.owner }
+
+// Acquire waits until the lock is acquired and returns the Held, or returns:
+// ErrNotAcquired when WaitTime is over; ctx's error (errors.Is with
+// context.Canceled or context.DeadlineExceeded) when ctx ends first; a
+// wrapped Redis error when Redis cannot be reached; ErrClosed after Close.
+// Waiting costs no Redis traffic: the waiter is woken by the unlock message,
+// or when the holder's lease runs out should that message be missed.
+// If ctx ends while an attempt is in flight, an acquisition that succeeds
+// anyway is released again: no lock is left held by nobody.
+func (l *Lock) Acquire(ctx context.Context, opts ...AcquireOption) (*Held, error) {
+	return l.acquire(ctx, false, opts)
+}
+
+// TryAcquire makes a single attempt: it returns the Held, or ErrNotAcquired
+// if another owner holds the lock. LeaseTime applies; WaitTime does not (use
+// Acquire).
+func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, error) {
+	return l.acquire(ctx, true, opts)
+}
+
+func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*Held, error) {
+	var ac acquireConfig
+	for _, o := range opts {
+		if o == nil {
+			ac.err = fmt.Errorf("%w: nil acquire option", ErrInvalidArgument)
+			continue
+		}
+		o(&ac)
+	}
+	if err := l.check(ctx, ac.err); err != nil {
+		return nil, err
+	}
+	if try && ac.waitSet {
+		return nil, fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
+	}
+	rt := l.rt
+	id := rt.acquire.Add(1)
+	// The Held's context keeps ctx's values but not its cancellation: it
+	// ends when the hold does.
+	heldCtx, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	reply := make(chan actors.AcquireResult, 1)
+	cmd := &actors.Acquire{
+		Key: l.key, Owner: l.owner, ID: id, Lease: ac.lease,
+		TryOnce: try || (ac.waitSet && ac.wait == 0), End: end, Reply: reply,
+	}
+	if ac.waitSet && ac.wait > 0 {
+		cmd.Deadline = time.Now().Add(ac.wait)
+	}
+	rt.send(cmd)
+
+	var res actors.AcquireResult
+	select {
+	case res = <-reply:
+	case <-rt.done:
+		end(ErrClosed)
+		return nil, ErrClosed
+	case <-ctx.Done():
+		// Tell the lock actor, then take its one answer: a grant that won
+		// the race is given back before returning, so that the caller,
+		// told it holds nothing, finds the lock free.
+		rt.send(&actors.Cancel{Key: l.key, ID: id})
+		err := ctxError(ctx)
+		select {
+		case res = <-reply:
+			if res.Err == nil {
+				released := make(chan actors.ReleaseResult, 1)
+				rt.send(&actors.Release{Key: l.key, Owner: l.owner, ID: id, RequestID: rt.actors.NewRequestID(), Reply: released})
+				select {
+				case <-released:
+				case <-rt.done:
+				}
+			}
+		case <-rt.done:
+		}
+		end(err)
+		return nil, err
+	}
+	if res.Err != nil {
+		end(res.Err)
+		if errors.Is(res.Err, ErrNotAcquired) {
+			return nil, fmt.Errorf("%w: %q", ErrNotAcquired, l.key.Name)
+		}
+		return nil, res.Err
+	}
+	return &Held{
+		lock: l, id: id, token: res.Token, lease: res.HolderTTL,
+		ctx: heldCtx, end: end, unlockID: rt.actors.NewRequestID(),
+	}, nil
+}
+
+// check reports what makes a call impossible before anything is sent.
+func (l *Lock) check(ctx context.Context, optErr error) error {
+	switch {
+	case l.err != nil:
+		return l.err
+	case optErr != nil:
+		return optErr
+	case ctx == nil:
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	case l.rt.closed.Load():
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+	if err := l.check(ctx, nil); err != nil {
+		return false, err
+	}
+	n, err := l.rt.rdb.Exists(ctx, l.key.Name).Result()
+	if err != nil {
+		return false, fmt.Errorf("actorlock: is locked %q: %w", l.key.Name, err)
+	}
+	return n == 1, nil
+}
+
+// HoldCount is how many times this handle's owner holds the lock in Redis
+// (0 when it does not).
+func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+	if err := l.check(ctx, nil); err != nil {
+		return 0, err
+	}
+	n, err := l.rt.rdb.HGet(ctx, l.key.Name, l.owner).Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("actorlock: hold count %q: %w", l.key.Name, err)
+	}
+	return n, nil
+}
+
+// RemainTTL is how long the current holder's lease has left: 0 when the lock
+// is free, negative when the key has no expiry (set by someone else).
+func (l *Lock) RemainTTL(ctx context.Context) (time.Duration, error) {
+	if err := l.check(ctx, nil); err != nil {
+		return 0, err
+	}
+	d, err := l.rt.rdb.PTTL(ctx, l.key.Name).Result()
+	if err != nil {
+		return 0, fmt.Errorf("actorlock: remain TTL %q: %w", l.key.Name, err)
+	}
+	switch {
+	case d == -2: // go-redis passes PTTL's "no such key" through as -2ns
+		return 0, nil
+	case d < 0:
+		return -1, nil
+	}
+	return d, nil
+}
+
+// ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
+// returns whether the lock was held. Holds of this runtime on it end with
+// ErrLost.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := l.check(ctx, nil); err != nil {
+		return false, err
+	}
+	reply := make(chan actors.ForceUnlockResult, 1)
+	l.rt.send(&actors.ForceUnlock{Key: l.key, Reply: reply})
+	select {
+	case res := <-reply:
+		return res.WasLocked, res.Err
+	case <-l.rt.done:
+		return false, ErrClosed
+	case <-ctx.Done():
+		return false, ctxError(ctx)
+	}
+}

@@ -1,0 +1,186 @@
+package actorlock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Option configures a Runtime.
+type Option func(*config)
+
+type config struct {
+	watchdog    time.Duration
+	system      *actor.ActorSystem
+	logger      *slog.Logger
+	idleAfter   time.Duration
+	callTimeout time.Duration
+	tokenTTL    time.Duration
+	handoffs    int
+	err         error
+}
+
+func defaultConfig() config {
+	return config{
+		watchdog:    30 * time.Second,
+		idleAfter:   10 * time.Second,
+		callTimeout: 10 * time.Second,
+		tokenTTL:    24 * time.Hour,
+		handoffs:    8,
+	}
+}
+
+func (c *config) invalid(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+	}
+}
+
+// WithWatchdog sets the lease of locks acquired without LeaseTime. While such
+// a lock is held, the watchdog extends it every lease/3; if it cannot for a
+// whole lease, the Held is lost. A holder that dies is overtaken at most one
+// lease later. Default 30 s (Redisson's lockWatchdogTimeout); at least 10 ms.
+func WithWatchdog(lease time.Duration) Option {
+	return func(c *config) {
+		if lease < 10*time.Millisecond {
+			c.invalid("watchdog lease %v is under 10ms", lease)
+		}
+		c.watchdog = lease
+	}
+}
+
+// WithActorSystem runs the runtime's actors on sys instead of a system of its
+// own. The runtime never shuts sys down. Default: a new system whose logs go
+// to the WithLogger logger.
+func WithActorSystem(sys *actor.ActorSystem) Option {
+	return func(c *config) {
+		if sys == nil {
+			c.invalid("nil actor system")
+		}
+		c.system = sys
+	}
+}
+
+// WithLogger sets where the runtime (and the actor system it creates, unless
+// WithActorSystem is given) logs. Default: nowhere.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.invalid("nil logger")
+		}
+		c.logger = l
+	}
+}
+
+// WithIdleTimeout sets how long the per-name state of a lock with nothing
+// held or waiting is kept, so hot names do not rebuild it on every use.
+// Default 10 s.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("idle timeout %v is not positive", d)
+		}
+		c.idleAfter = d
+	}
+}
+
+// WithCallTimeout bounds one Redis call of the runtime, its internal retries
+// included. Default 10 s; go-redis's own dial, read and write timeouts
+// usually end a call earlier.
+func WithCallTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("call timeout %v is not positive", d)
+		}
+		c.callTimeout = d
+	}
+}
+
+// WithFencingCounterTTL sets how long a lock name's fencing counter
+// (redisson_lock_token:{name}) lives once created; 0 keeps it forever. Tokens
+// keep increasing across an expired counter because a new one is seeded from
+// the Redis server's clock in microseconds (so tokens stay monotonic as long
+// as that clock does not step back). Default 24 h, so that short-lived names
+// do not leave a key behind forever.
+func WithFencingCounterTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid("fencing counter TTL %v is negative", d)
+		}
+		c.tokenTTL = d
+	}
+}
+
+// WithMaxHandoffs sets how many times in a row a lock released by a local
+// holder may go straight to the next local waiter (one Redis call, nobody
+// else woken) before it is released publicly so that waiters in other
+// processes get their turn. 0 disables hand-offs. Default 8.
+func WithMaxHandoffs(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.invalid("max hand-offs %d is negative", n)
+		}
+		c.handoffs = n
+	}
+}
+
+// LockOption configures a lock handle.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	owner string
+	err   error
+}
+
+// WithOwner makes the handle act as owner id instead of a new owner of its
+// own: handles sharing an owner share reentrant holds (hold counts add up,
+// each acquisition is released once). An id of Redisson's form
+// "<clientUUID>:<threadId>" acts as that Redisson thread. An owner id must be
+// used by one runtime at a time.
+func WithOwner(id string) LockOption {
+	return func(c *lockConfig) {
+		switch {
+		case id == "":
+			c.err = fmt.Errorf("%w: empty owner", ErrInvalidArgument)
+		case len(id) > maxOwnerBytes:
+			c.err = fmt.Errorf("%w: owner of %d bytes exceeds %d", ErrInvalidArgument, len(id), maxOwnerBytes)
+		}
+		c.owner = id
+	}
+}
+
+// AcquireOption configures one acquisition.
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	wait    time.Duration
+	waitSet bool
+	lease   time.Duration
+	err     error
+}
+
+// WaitTime bounds how long Acquire waits: when it is over, Acquire returns
+// ErrNotAcquired. WaitTime(0) makes a single attempt. Default: wait until the
+// context ends.
+func WaitTime(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) {
+		if d < 0 {
+			c.err = fmt.Errorf("%w: negative wait time %v", ErrInvalidArgument, d)
+		}
+		c.wait, c.waitSet = d, true
+	}
+}
+
+// LeaseTime holds the lock for at most d, without the watchdog: if not
+// unlocked by then, it expires in Redis and the Held is lost. Default: the
+// watchdog lease, renewed while held.
+func LeaseTime(d time.Duration) AcquireOption {
+	return func(c *acquireConfig) {
+		if d <= 0 {
+			c.err = fmt.Errorf("%w: lease time %v is not positive", ErrInvalidArgument, d)
+		}
+		c.lease = d
+	}
+}

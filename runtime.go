@@ -1,0 +1,197 @@
+// Package actorlock provides Redis-backed coordination primitives with
+// Redisson's semantics and Redis data layout, on a protoactor-go actor
+// runtime: a reentrant lock with a lease and a watchdog that renews it while
+// held, woken by pub/sub on unlock, and fencing tokens.
+//
+// A Go service creates one Runtime per process and Redis deployment and
+// guards work with it:
+//
+//	held, err := rt.Lock("orders:42").Acquire(ctx, actorlock.WaitTime(5*time.Second))
+//	if err != nil {
+//		return err
+//	}
+//	defer held.Unlock(context.WithoutCancel(ctx))
+//	return work(held.Context()) // cancelled if the lock is lost
+//
+// It is NOT safe to assume that a lock is held until Unlock: a lease can run
+// out while the process is paused, Redis can lose a lock in a failover (its
+// replication is asynchronous), and the network can fail. Stop work when
+// Done() closes, and pass Token() to the guarded resource so it can reject
+// the writes of a holder that lost the lock (see README.md).
+//
+// Actors in this or another process can lock by sending messages (package
+// messages) to Runtime.PID.
+package actorlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/messages"
+)
+
+const maxOwnerBytes = actors.MaxOwnerBytes
+
+// Runtime is one process's access to one Redis deployment: it owns the
+// actors that serve every lock of the process. It is safe for concurrent use.
+// Close it to release what it holds and stop everything it runs.
+type Runtime struct {
+	rdb       redis.UniversalClient
+	sys       *actor.ActorSystem
+	ownSystem bool
+	actors    *actors.Handle
+	id        string
+
+	owners  atomic.Uint64 // owner ids of handles
+	acquire atomic.Uint64 // ids of acquisitions
+
+	closed    atomic.Bool
+	done      chan struct{} // closed once the actors have stopped
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New starts a runtime on rdb, which it uses but never closes. rdb may be any
+// go-redis client: single node, failover (Sentinel) or cluster.
+func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
+	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidArgument)
+	}
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)
+		}
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	logger := cfg.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), done: make(chan struct{})}
+	if rt.sys == nil {
+		// protoactor logs at INFO to stderr by default; a library must not.
+		rt.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+		rt.ownSystem = true
+	}
+	_, cluster := rdb.(*redis.ClusterClient)
+	rt.actors = actors.Start(actors.Config{
+		System:      rt.sys,
+		Redis:       rdb,
+		Log:         logger,
+		RuntimeID:   rt.id,
+		Watchdog:    cfg.watchdog,
+		IdleAfter:   cfg.idleAfter,
+		CallTimeout: cfg.callTimeout,
+		TokenTTL:    cfg.tokenTTL,
+		// Long enough to cover go-redis's and our own retries of one
+		// unlock, short enough not to pile up keys.
+		LatchTTL:    cfg.callTimeout,
+		MaxHandoffs: cfg.handoffs,
+		Cluster:     cluster,
+	})
+	return rt, nil
+}
+
+// ID is the runtime's random UUID: owner ids of its lock handles are
+// "<ID>:<n>", as Redisson's are "<client UUID>:<thread id>".
+func (rt *Runtime) ID() string { return rt.id }
+
+// PID is where actors send lock requests (package messages): AcquireRequest,
+// ReleaseRequest, CancelRequest. Send them with Context.Request so the
+// sender is the requesting actor: it owns what it acquires, its locks are
+// renewed while it lives and released when it stops.
+func (rt *Runtime) PID() *actor.PID { return rt.actors.Manager() }
+
+// ActorSystem is the actor system the runtime runs on.
+func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
+
+// Close releases every lock the runtime holds (its Helds end with ErrClosed),
+// fails every pending request with ErrClosed, stops every actor, timer and
+// goroutine of the runtime and waits for them, up to ctx. It does not close
+// the Redis client, nor an actor system given with WithActorSystem. Calling
+// Close again returns the first call's result.
+func (rt *Runtime) Close(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	rt.closeOnce.Do(func() {
+		rt.closed.Store(true)
+		drainErr := rt.actors.Drain(ctx)
+		stopErr := rt.actors.Stop(ctx)
+		close(rt.done)
+		if rt.ownSystem {
+			rt.sys.Shutdown()
+		}
+		rt.closeErr = errors.Join(drainErr, stopErr)
+	})
+	return rt.closeErr
+}
+
+// Stats is a snapshot of the state a runtime keeps.
+type Stats struct {
+	// LockActors: lock names with state in this process (held, waited
+	// for, or used within the idle timeout).
+	LockActors int
+	// Subscriptions: pub/sub channels and patterns subscribed.
+	Subscriptions int
+	// Renewals: holds the watchdog renews.
+	Renewals int
+}
+
+// Stats reports what the runtime keeps now, for metrics and leak checks.
+func (rt *Runtime) Stats(ctx context.Context) (Stats, error) {
+	if ctx == nil {
+		return Stats{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	s, err := rt.actors.Stats(ctx)
+	return Stats(s), err
+}
+
+// Lock returns a handle on the reentrant lock name (Redisson's RLock). By
+// default the handle is a new owner: acquiring twice through it is reentrant
+// (hold count 2), while another handle contends. A bad name or option is
+// reported by the handle's methods as ErrInvalidArgument.
+func (rt *Runtime) Lock(name string, opts ...LockOption) *Lock {
+	l := &Lock{rt: rt, key: actors.LockKey{Kind: messages.Kind_KIND_LOCK, Name: name}}
+	var lc lockConfig
+	for _, o := range opts {
+		if o == nil {
+			lc.err = fmt.Errorf("%w: nil lock option", ErrInvalidArgument)
+			continue
+		}
+		o(&lc)
+	}
+	l.err = errors.Join(actors.ValidateName(name), lc.err)
+	l.owner = lc.owner
+	if l.owner == "" {
+		l.owner = rt.id + ":" + strconv.FormatUint(rt.owners.Add(1), 10)
+	}
+	return l
+}
+
+func (rt *Runtime) send(msg any) { rt.sys.Root.Send(rt.actors.Manager(), msg) }
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,77 @@
+// Package scripts holds actorlock's Lua scripts (one .lua file each, embedded)
+// and the typed calls that own each script's KEYS/ARGV contract.
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client is what the scripts need from a go-redis client: every
+// redis.UniversalClient (single node, failover, cluster, ring) is one.
+type Client interface {
+	redis.Scripter
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// onceCmd is a script call go-redis must not replay: go-redis retries a
+// command whose connection broke after it was written, and a lock script
+// that ran twice would count a hold twice. Our callers retry instead, telling
+// the script that the earlier attempt may have taken effect.
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+// script is one embedded Lua source (with the prelude it needs) and its SHA1.
+type script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(parts ...string) script {
+	var src string
+	for _, p := range parts {
+		src += p
+	}
+	return script{Script: redis.NewScript(src), src: src}
+}
+
+// evalOnce runs s by EVALSHA, falling back to EVAL when the server does not
+// have it cached (NOSCRIPT means it did not run), never letting go-redis
+// replay it.
+func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...any) (any, error) {
+	cmd := redis.NewCmd(ctx, evalArgs("evalsha", s.Hash(), keys, args)...)
+	_ = c.Process(ctx, onceCmd{cmd})
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = redis.NewCmd(ctx, evalArgs("eval", s.src, keys, args)...)
+		_ = c.Process(ctx, onceCmd{cmd})
+	}
+	return cmd.Result()
+}
+
+func evalArgs(verb, body string, keys []string, args []any) []any {
+	out := make([]any, 0, 3+len(keys)+len(args))
+	out = append(out, verb, body, len(keys))
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	return append(out, args...)
+}
+
+// ms renders a duration as whole milliseconds, rounding up so that a positive
+// duration never becomes 0 (which Redis would read as "expire now").
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// optCount renders an optional hold count: negative means "not given".
+func optCount(n int64) string {
+	if n < 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
+}

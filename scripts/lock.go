@@ -1,0 +1,232 @@
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed reentrant.lua
+	reentrantLua string
+	//go:embed lock_acquire.lua
+	lockAcquireLua string
+	//go:embed lock_unlock.lua
+	lockUnlockLua string
+	//go:embed lock_handoff.lua
+	lockHandoffLua string
+	//go:embed lock_force_unlock.lua
+	lockForceUnlockLua string
+	//go:embed lock_renew.lua
+	lockRenewLua string
+
+	lockAcquire     = newScript(reentrantLua, lockAcquireLua)
+	lockUnlock      = newScript(lockUnlockLua)
+	lockHandoff     = newScript(reentrantLua, lockHandoffLua)
+	lockForceUnlock = newScript(lockForceUnlockLua)
+	lockRenew       = newScript(lockRenewLua)
+)
+
+// MaxRenewBatch is the most locks one renewal call carries, so one call never
+// holds the Redis event loop for long.
+const MaxRenewBatch = 100
+
+// Grant is the outcome of an acquire attempt.
+type Grant struct {
+	Acquired  bool
+	HoldCount int64         // the owner's hold count, when acquired
+	Token     int64         // fencing token of this acquisition, when acquired
+	HolderTTL time.Duration // remaining lease of the other holder, when not; negative: no expiry
+}
+
+// AcquireArgs describes one acquire attempt of a reentrant lock.
+type AcquireArgs struct {
+	Name  string
+	Owner string
+	Lease time.Duration
+	// Seen is the owner's hold count as last known, or -1 on a first
+	// attempt; pass it when re-attempting after an unknown outcome.
+	Seen     int64
+	TokenTTL time.Duration // fencing counter TTL; 0 = never expire
+}
+
+// AcquireLock takes or re-enters the reentrant lock in one round trip.
+func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
+	res, err := lockAcquire.evalOnce(ctx, c,
+		[]string{a.Name, TokenKey(a.Name)},
+		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL))
+	if err != nil {
+		return Grant{}, err
+	}
+	v, err := ints(res)
+	if err != nil {
+		return Grant{}, err
+	}
+	return grantOf(v)
+}
+
+func grantOf(v []int64) (Grant, error) {
+	switch {
+	case len(v) == 3 && v[0] == 1:
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2]}, nil
+	case len(v) == 2 && v[0] == 0:
+		return Grant{HolderTTL: pttl(v[1])}, nil
+	}
+	return Grant{}, fmt.Errorf("scripts: unexpected grant reply %v", v)
+}
+
+// UnlockState is the outcome of an unlock.
+type UnlockState int
+
+const (
+	Released     UnlockState = 1  // the last hold went; waiters were told
+	StillHeld    UnlockState = 0  // the owner still holds other holds
+	NotOwner     UnlockState = -1 // the owner held nothing (expired, lost or taken)
+	CountChanged UnlockState = -2 // the conditional unlock found another count; nothing done
+)
+
+// UnlockArgs describes one release of a reentrant lock.
+type UnlockArgs struct {
+	Name      string
+	Owner     string
+	RequestID string // de-duplicates retries through the unlock latch
+	Holds     int64  // holds to release: 1, or the owner's whole count
+	// IfCount, when >= 0, releases only if the owner's count equals it.
+	IfCount  int64
+	LatchTTL time.Duration
+}
+
+// UnlockLock releases holds of the reentrant lock in one round trip.
+func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (UnlockState, error) {
+	res, err := lockUnlock.evalOnce(ctx, c,
+		[]string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
+		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
+	if err != nil {
+		return 0, err
+	}
+	n, ok := res.(int64)
+	if !ok || n < -2 || n > 1 {
+		return 0, fmt.Errorf("scripts: unexpected unlock reply %v", res)
+	}
+	return UnlockState(n), nil
+}
+
+// HandoffArgs describes releasing one owner's last hold and granting the next.
+type HandoffArgs struct {
+	Name      string
+	From      string // releasing owner
+	RequestID string // the release's request id (unlock latch)
+	LatchTTL  time.Duration
+	To        AcquireArgs // the next owner's acquisition; To.Name is ignored
+}
+
+// Handoff is the outcome of HandoffLock.
+type Handoff struct {
+	Released UnlockState // Released, StillHeld or NotOwner
+	Next     Grant       // meaningful when Released == Released
+}
+
+// HandoffLock releases From's last hold and grants To in one atomic step.
+func HandoffLock(ctx context.Context, c Client, a HandoffArgs) (Handoff, error) {
+	res, err := lockHandoff.evalOnce(ctx, c,
+		[]string{a.Name, UnlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
+		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL))
+	if err != nil {
+		return Handoff{}, err
+	}
+	v, err := ints(res)
+	if err != nil || len(v) == 0 {
+		return Handoff{}, fmt.Errorf("scripts: unexpected handoff reply %v", res)
+	}
+	switch v[0] {
+	case -1:
+		return Handoff{Released: NotOwner}, nil
+	case 0:
+		return Handoff{Released: StillHeld}, nil
+	}
+	g, err := grantOf(v[1:])
+	return Handoff{Released: Released, Next: g}, err
+}
+
+// ForceUnlockLock deletes the lock whoever holds it; true if it was held.
+func ForceUnlockLock(ctx context.Context, c Client, name string) (bool, error) {
+	res, err := lockForceUnlock.evalOnce(ctx, c, []string{name}, LockChannel(name))
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// Renewal is one lock the watchdog extends.
+type Renewal struct {
+	Name  string
+	Owner string
+}
+
+// RenewLocks queues, on pipe, one renewal call for up to MaxRenewBatch locks
+// that share a hash slot. Renewal is idempotent, so go-redis may retry it.
+// Read the result with RenewResult.
+func RenewLocks(ctx context.Context, pipe redis.Pipeliner, lease time.Duration, batch []Renewal) *redis.Cmd {
+	keys, args := renewArgs(lease, batch)
+	return lockRenew.EvalSha(ctx, pipe, keys, args...)
+}
+
+// RetryRenewLocks re-runs one renewal call outside a pipeline, loading the
+// script if the server lost it (EVALSHA answered NOSCRIPT).
+func RetryRenewLocks(ctx context.Context, c Client, lease time.Duration, batch []Renewal) *redis.Cmd {
+	keys, args := renewArgs(lease, batch)
+	return lockRenew.Run(ctx, c, keys, args...)
+}
+
+func renewArgs(lease time.Duration, batch []Renewal) ([]string, []any) {
+	keys := make([]string, len(batch))
+	args := make([]any, 0, 1+len(batch))
+	args = append(args, ms(lease))
+	for i, r := range batch {
+		keys[i] = r.Name
+		args = append(args, r.Owner)
+	}
+	return keys, args
+}
+
+// RenewResult reads which locks of a renewal call are still held.
+func RenewResult(cmd *redis.Cmd, n int) ([]bool, error) {
+	v, err := ints(cmd.Val())
+	if cmd.Err() != nil {
+		return nil, cmd.Err()
+	}
+	if err != nil || len(v) != n {
+		return nil, fmt.Errorf("scripts: unexpected renew reply %v", cmd.Val())
+	}
+	out := make([]bool, n)
+	for i, x := range v {
+		out[i] = x == 1
+	}
+	return out, nil
+}
+
+func ints(res any) ([]int64, error) {
+	raw, ok := res.([]any)
+	if !ok {
+		return nil, fmt.Errorf("scripts: want an array, got %T", res)
+	}
+	out := make([]int64, len(raw))
+	for i, x := range raw {
+		n, ok := x.(int64)
+		if !ok {
+			return nil, fmt.Errorf("scripts: want integers, got %T", x)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+func pttl(n int64) time.Duration {
+	if n < 0 {
+		return -1
+	}
+	return time.Duration(n) * time.Millisecond
+}

@@ -1,0 +1,35 @@
+-- Release holds of a reentrant lock.
+-- KEYS[1] lock HASH <name>
+-- KEYS[2] unlock latch redisson_unlock_latch:{name}:<requestId>
+-- ARGV[1] owner
+-- ARGV[2] holds to release: 1, or the whole count when the owner goes away
+-- ARGV[3] channel redisson_lock__channel:{name}
+-- ARGV[4] latch TTL ms
+-- ARGV[5] "" or a hold count: act only if the owner's count equals it (undoes
+--         an acquire whose outcome was unknown without touching a newer hold)
+-- Returns 1 released (key deleted, waiters told), 0 still held by the owner,
+-- -1 not the owner, -2 count differs from ARGV[5] (nothing done).
+-- The latch makes a retried request return its first result instead of
+-- releasing twice; it stores 0/1 exactly as Redisson does.
+local prior = redis.call('get', KEYS[2])
+if prior then
+  return tonumber(prior)
+end
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+if count == 0 then
+  return -1
+end
+local expect = tonumber(ARGV[5])
+if expect and count ~= expect then
+  return -2
+end
+local state = 0
+if count <= tonumber(ARGV[2]) then
+  redis.call('del', KEYS[1])
+  redis.call('publish', ARGV[3], 0)
+  state = 1
+else
+  redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))
+end
+redis.call('set', KEYS[2], state, 'px', ARGV[4])
+return state
