@@ -34,7 +34,10 @@ func (h *Held) Owner() string { return h.lock.owner }
 // Token is this acquisition's fencing token: strictly increasing per lock
 // name, across processes and restarts. Pass it with every write to the
 // guarded resource, which must reject a token lower than the highest it has
-// seen: that stops a holder that lost the lock without knowing it.
+// seen: that stops a holder that lost the lock without knowing it. Values
+// are large: a name's counter starts from the Redis server's clock in
+// microseconds (about 1.8e15), so that it keeps increasing when the counter
+// is recreated; compare tokens, never assume they start at 1.
 func (h *Held) Token() int64 { return h.token }
 
 // Lease is the lease granted: the watchdog lease (renewed while held) or the

@@ -128,8 +128,10 @@ func (l *Lock) check(ctx context.Context, optErr error) error {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	case l.rt.closed.Load():
 		return ErrClosed
+	case ctx.Err() != nil:
+		return ctxError(ctx)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // IsLocked reports whether any owner holds the lock.

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/redis/go-redis/v9"
@@ -85,8 +86,14 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	}
 	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), done: make(chan struct{})}
 	if rt.sys == nil {
-		// protoactor logs at INFO to stderr by default; a library must not.
-		rt.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+		rt.sys = actor.NewActorSystem(
+			// protoactor logs at INFO to stderr by default; a library must not.
+			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+			// Each dead letter (a message to an actor that has stopped) opens
+			// a throttling period served by a goroutine; keep it short so
+			// none outlives Close by more than a few milliseconds.
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		)
 		rt.ownSystem = true
 	}
 	_, cluster := rdb.(*redis.ClusterClient)

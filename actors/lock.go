@@ -362,6 +362,10 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 			RequestId: m.RequestId, Released: res.Released, HoldCount: res.HoldCount, Error: protoError(res.Err),
 		})
 	}
+	if m.RequestId == "" {
+		respond(ReleaseResult{Err: requestIDError("", nil)})
+		return
+	}
 	owner := m.Owner
 	if owner == "" {
 		owner = actorOwner(a.env.RuntimeID, from)

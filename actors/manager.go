@@ -47,27 +47,32 @@ var lockSupervision = actor.NewOneForOneStrategy(0, time.Second, func(any) actor
 func (m *manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case routed:
-		if m.draining {
+		switch {
+		case m.draining:
 			refuseClosed(msg)
-			return
+		case m.locks[msg.lockKey()] == nil && !spawns(msg):
+			refuseStale(msg)
+		default:
+			m.route(ctx, msg.lockKey())
 		}
-		m.route(ctx, msg.lockKey())
 	case *messages.AcquireRequest:
 		if err := validateAcquire(msg, ctx.Sender()); err != nil {
 			m.respond(ctx, &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)})
 			return
 		}
-		m.routeMessage(ctx, msg.Kind, msg.Name, func(err error) any {
+		m.routeMessage(ctx, msg.Kind, msg.Name, true, func(err error) any {
 			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
 		})
 	case *messages.ReleaseRequest:
-		m.routeMessage(ctx, msg.Kind, msg.Name, func(err error) any {
-			return &messages.ReleaseResponse{RequestId: msg.RequestId, Error: protoError(err)}
+		m.routeMessage(ctx, msg.Kind, msg.Name, false, func(err error) any {
+			if err == nil {
+				err = fmt.Errorf("%w: nothing of lock %q is held here", ErrNotOwner, msg.Name)
+			}
+			return &messages.ReleaseResponse{RequestId: msg.RequestId, Error: protoError(requestIDError(msg.RequestId, err))}
 		})
 	case *messages.CancelRequest:
-		m.routeMessage(ctx, msg.Kind, msg.Name, func(err error) any {
-			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
-		})
+		// Nothing pending means nothing to cancel, and nobody to answer.
+		m.routeMessage(ctx, msg.Kind, msg.Name, false, nil)
 	case *idleReport:
 		// The lock actor has processed everything routed to it and is idle,
 		// so stopping it loses nothing. If more was routed meanwhile, it
@@ -109,17 +114,25 @@ func (m *manager) route(ctx actor.Context, key LockKey) {
 	ctx.Forward(ref.pid)
 }
 
-// routeMessage validates what every lock message names, then routes it.
-func (m *manager) routeMessage(ctx actor.Context, kind messages.Kind, name string, refusal func(error) any) {
+// routeMessage validates what every lock message names, then routes it. A
+// message that does not start anything (a release or a cancel) is refused
+// when no lock actor serves its name: there is nothing it could refer to, and
+// a remote actor must not make this runtime spawn actors for garbage.
+// refusal builds the answer; a nil refusal, or a nil error passed to it for
+// "nothing here", answers nothing or refuses as the message requires.
+func (m *manager) routeMessage(ctx actor.Context, kind messages.Kind, name string, spawn bool, refusal func(error) any) {
+	key := LockKey{Kind: kind, Name: name}
 	err := validateTarget(kind, name, ctx.Sender())
 	if err == nil && m.draining {
 		err = ErrClosed
 	}
-	if err != nil {
-		m.respond(ctx, refusal(err))
+	if err == nil && (spawn || m.locks[key] != nil) {
+		m.route(ctx, key)
 		return
 	}
-	m.route(ctx, LockKey{Kind: kind, Name: name})
+	if refusal != nil {
+		m.respond(ctx, refusal(err))
+	}
 }
 
 func (m *manager) respond(ctx actor.Context, resp any) {
@@ -139,6 +152,33 @@ func (m *manager) doneDraining(k LockKey) {
 		close(m.drained)
 		m.waiting = nil
 	}
+}
+
+// spawns tells whether a Go command may start a lock actor: only an Acquire
+// or ForceUnlock can; a Release or Cancel refers to an actor's state.
+func spawns(msg routed) bool {
+	switch msg.(type) {
+	case *Acquire, *ForceUnlock:
+		return true
+	}
+	return false
+}
+
+// refuseStale answers a Release for a name no lock actor serves (its hold
+// ended and the actor went idle), and drops a Cancel (nothing pending).
+func refuseStale(msg routed) {
+	if c, ok := msg.(*Release); ok && c.Reply != nil {
+		c.Reply <- ReleaseResult{Err: lostError("the hold ended before this unlock")}
+	}
+}
+
+// requestIDError is err, or the error of a missing request id: the id of a
+// release names its unlock latch in Redis.
+func requestIDError(id string, err error) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty request_id", ErrInvalidArgument)
+	}
+	return err
 }
 
 // refuseClosed answers a Go command that arrived while the runtime closes.

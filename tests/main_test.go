@@ -31,12 +31,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "actorlock tests need a real Redis:", err)
 		os.Exit(2)
 	}
-	goleak.VerifyTestMain(m,
-		// A dead letter (a message to an actor that just stopped) starts a
-		// one-second throttle goroutine in protoactor; it ends by itself.
-		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewThrottle.func1"),
-		goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewThrottleWithLogger.func1"),
-	)
+	goleak.VerifyTestMain(m)
 }
 
 // startRedis runs a fresh redis-server for the test and kills it afterwards.

@@ -192,6 +192,14 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode(), "request %q", req.RequestId)
 		assert.Equal(t, req.RequestId, resp.RequestId)
 	}
+	// Releases and cancels of names nobody holds spawn nothing.
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
+	rel := receive[*messages.ReleaseResponse](t, p, 2*time.Second)
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
+	rel = receive[*messages.ReleaseResponse](t, p, 2*time.Second)
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, rel.GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "c", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
 	// Without a sender nobody can be answered or own anything: dropped.
 	sys.Root.Send(rt.PID(), &messages.AcquireRequest{RequestId: "x", Name: "x", Kind: messages.Kind_KIND_LOCK})
 	st, err := rt.Stats(ctxFor(t, time.Second))

@@ -89,6 +89,7 @@ func (s *Server) start() error {
 		"--dir", s.dir, "--loglevel", "warning", "--daemonize", "no",
 	}, s.args...)
 	cmd := exec.Command(s.bin, args...)
+	cmd.SysProcAttr = procAttr()
 	out := &tailBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The two commands a newcomer needs, on a fresh Debian/Ubuntu machine with Go:
+#   ./dev.sh demo [demo flags]   run the demo; it starts its own redis-server
+#   ./dev.sh test                vet, then run every test against real redis-server
+#                                processes (plain, then under the race detector)
+# Both install redis-server with apt-get when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+ensure_redis() {
+	command -v redis-server >/dev/null 2>&1 && return
+	echo "dev.sh: redis-server not found; installing it with apt-get" >&2
+	local sudo=""
+	[ "$(id -u)" -eq 0 ] || sudo="sudo"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
+	command -v redis-server >/dev/null 2>&1 || { echo "dev.sh: redis-server still missing" >&2; exit 1; }
+}
+
+case "${1:-}" in
+demo)
+	shift
+	ensure_redis
+	exec go run ./cmd/demo "$@"
+	;;
+test)
+	ensure_redis
+	go vet ./...
+	# Tests start their own redis-server processes on free loopback ports.
+	go test -count=1 ./...
+	go test -count=1 -race ./...
+	# The benchmark module (peers redsync and bsm/redislock): a short smoke
+	# run of every contender proves the harness still works.
+	if [ -f tests/bench/go.mod ]; then
+		(cd tests/bench && go vet ./... && go test -count=1 ./...)
+	fi
+	;;
+*)
+	echo "usage: ./dev.sh demo [flags] | ./dev.sh test" >&2
+	exit 2
+	;;
+esac

@@ -1,0 +1,78 @@
+// Command bench compares actorlock with go-redsync/redsync, bsm/redislock and
+// a hand-written SET NX + pub/sub baseline, on one fresh local redis-server
+// that it starts itself. See README.md for the scenarios and what each
+// number means.
+//
+// It lives in a module of its own so that actorlock's users do not inherit
+// its peers as dependencies.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strings"
+)
+
+func main() {
+	if _, child, _ := childJobFromEnv(); child {
+		os.Exit(childMain())
+	}
+	os.Exit(run())
+}
+
+// run is main without os.Exit, so that deferred calls run.
+func run() int {
+	d := defaultOptions()
+	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c")
+	contenders := flag.String("contenders", strings.Join(d.Contenders, ","), "comma-separated contenders, in print order")
+	flag.DurationVar(&d.Duration, "duration", d.Duration, "length of each uncontended run (a1, a32)")
+	flag.DurationVar(&d.ContendedDuration, "contended-duration", d.ContendedDuration, "length of each contended run (b, c)")
+	flag.DurationVar(&d.Spin, "spin", d.Spin, "critical section of the contended runs (busy-spin)")
+	flag.IntVar(&d.Goroutines, "goroutines", d.Goroutines, "goroutines of a32 and b")
+	flag.IntVar(&d.Procs, "procs", d.Procs, "processes of c")
+	flag.IntVar(&d.PerProc, "per-proc", d.PerProc, "goroutines per process of c")
+	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile to `file` (the child processes of c are not profiled)")
+	flag.Parse()
+	d.Scenarios = splitList(*scenarios)
+	d.Contenders = splitList(*contenders)
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer stop()
+	}
+	if _, err := runBench(d, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The targets for actorlock, relative to the baseline.
+const (
+	targetA          = 0.95 // (a) ops/s vs baseline
+	targetBAcq       = 1.2  // (b) acquisitions/s vs baseline
+	targetBFairness  = 0.5  // (b) min/max acquisitions per goroutine
+	targetBCmds      = 3.0  // (b) client-issued commands per acquisition
+	targetCAcq       = 1.0  // (c) acquisitions/s vs baseline
+	targetCCmds      = 4.0  // (c) client-issued commands per acquisition
+	verdictContender = "actorlock"
+	baselineName     = "baseline"
+)
+
+func newTable(out io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+}
+
+// ratio renders v/base as "1.23x"; "n/a" without a baseline.
+func ratio(v, base float64, haveBase bool) string {
+	if !haveBase || base == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", v/base)
+}
+
+func withRatio(value string, v, base float64, haveBase bool) string {
+	return fmt.Sprintf("%s (%s)", value, ratio(v, base, haveBase))
+}
+
+// fmtDur prints a duration with three significant figures in plain ASCII.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fus", float64(d)/float64(time.Microsecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func printUncontended(out io.Writer, id string, goroutines int, o options, rows []uncontendedStats) {
+	fmt.Fprintf(out, "\n(%s) uncontended: %d goroutine(s), each on its own lock name, lock+unlock loop, %v per contender\n", id, goroutines, o.Duration)
+	var base uncontendedStats
+	haveBase := false
+	for _, r := range rows {
+		if r.Contender == baselineName {
+			base, haveBase = r, true
+		}
+	}
+	tw := newTable(out)
+	fmt.Fprintf(tw, "contender\tops/s (vs base)\tpair p50 (vs base)\tpair p99 (vs base)\terrors\ttarget: ops/s >= %.2fx base\n", targetA)
+	for _, r := range rows {
+		verdict := "-"
+		if r.Contender == verdictContender {
+			verdict = "n/a (no baseline)"
+			if haveBase {
+				verdict = passFail(r.OpsPerSec >= targetA*base.OpsPerSec)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.Contender,
+			withRatio(fmt.Sprintf("%.0f", r.OpsPerSec), r.OpsPerSec, base.OpsPerSec, haveBase),
+			withRatio(fmtDur(r.P50), float64(r.P50), float64(base.P50), haveBase),
+			withRatio(fmtDur(r.P99), float64(r.P99), float64(base.P99), haveBase),
+			r.Errors, verdict)
+	}
+	_ = tw.Flush()
+	for _, r := range rows {
+		if r.FirstError != "" {
+			fmt.Fprintf(out, "  %s first error: %s\n", r.Contender, r.FirstError)
+		}
+	}
+}
+
+func printContended(out io.Writer, id string, o options, rows []contendedStats) {
+	var shape string
+	minAcq, maxCmds := targetBAcq, targetBCmds
+	if id == "b" {
+		shape = fmt.Sprintf("%d goroutines in one process", o.Goroutines)
+	} else {
+		shape = fmt.Sprintf("%d processes x %d goroutines", o.Procs, o.PerProc)
+		minAcq, maxCmds = targetCAcq, targetCCmds
+	}
+	fmt.Fprintf(out, "\n(%s) contended: %s on ONE lock name, critical section %v busy-spin, %v per contender\n", id, shape, o.Spin, o.ContendedDuration)
+	var base contendedStats
+	haveBase := false
+	for _, r := range rows {
+		if r.Contender == baselineName {
+			base, haveBase = r, true
+		}
+	}
+	tw := newTable(out)
+	header := []string{
+		"contender", "acq/s (vs base)", "wait p50 (vs base)", "wait p99 (vs base)", "wait max",
+		"handovers", "acq/goroutine min-max", "fairness (vs base)",
+	}
+	if id == "c" {
+		header = append(header, "acq/process min-max", "longest 1-process run")
+	}
+	header = append(header,
+		"cmds/acq client (vs base)", "cmds/acq server (vs base)", "gave up", "errors", "overlaps",
+		fmt.Sprintf("target: acq/s >= %.1fx base", minAcq),
+	)
+	if id == "b" {
+		header = append(header, fmt.Sprintf("target: fairness >= %.1f", targetBFairness))
+	}
+	header = append(header, fmt.Sprintf("target: client cmds/acq <= %.0f", maxCmds))
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		cells := []string{
+			r.Contender,
+			withRatio(fmt.Sprintf("%.0f", r.AcqPerSec), r.AcqPerSec, base.AcqPerSec, haveBase),
+			withRatio(fmtDur(r.WaitP50), float64(r.WaitP50), float64(base.WaitP50), haveBase),
+			withRatio(fmtDur(r.WaitP99), float64(r.WaitP99), float64(base.WaitP99), haveBase),
+			fmtDur(r.WaitMax),
+			fmt.Sprint(r.Handovers),
+			fmt.Sprintf("%d-%d", r.MinPerG, r.MaxPerG),
+			withRatio(fmt.Sprintf("%.2f", r.Fairness), r.Fairness, base.Fairness, haveBase),
+		}
+		if id == "c" {
+			cells = append(cells, fmt.Sprintf("%d-%d", r.MinPerProc, r.MaxPerProc), fmt.Sprint(r.LongestProcRun))
+		}
+		cells = append(cells,
+			withRatio(fmt.Sprintf("%.2f", r.clientPerAcq()), r.clientPerAcq(), base.clientPerAcq(), haveBase),
+			withRatio(fmt.Sprintf("%.2f", r.serverPerAcq()), r.serverPerAcq(), base.serverPerAcq(), haveBase),
+			gaveUpCell(r),
+			fmt.Sprint(r.Errors),
+			fmt.Sprint(r.Overlaps),
+		)
+		verdicts := []string{"-", "-", "-"}
+		if r.Contender == verdictContender {
+			acqOK := "n/a (no baseline)"
+			if haveBase {
+				acqOK = passFail(r.AcqPerSec >= minAcq*base.AcqPerSec)
+			}
+			verdicts = []string{acqOK, passFail(r.Fairness >= targetBFairness), passFail(r.clientPerAcq() <= maxCmds)}
+		}
+		if id != "b" {
+			verdicts = []string{verdicts[0], verdicts[2]}
+		}
+		fmt.Fprintln(tw, strings.Join(append(cells, verdicts...), "\t"))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, "  wait: lock call to acquired, only for handovers (acquisitions whose previous acquisition was by another goroutine); fairness: acq/goroutine min/max")
+	if id == "c" {
+		fmt.Fprintln(out, "  longest 1-process run: most consecutive acquisitions by goroutines of one process")
+	}
+	fmt.Fprintln(out, "  cmds/acq client: hook-counted commands + SUBSCRIBE-family calls from commandstats; server: all commandstats calls (incl. inside Lua) less the harness's INFO/CONFIG")
+	fmt.Fprintln(out, "  the cmds/acq target verdict uses the client-issued count")
+	for _, r := range rows {
+		var top []string
+		for _, c := range r.ServerTop {
+			top = append(top, fmt.Sprintf("%s=%d", c.Name, c.Calls))
+		}
+		fmt.Fprintf(out, "  %s: %d acquisitions; server commands: %s\n", r.Contender, r.Acquisitions, strings.Join(top, " "))
+		if r.FirstError != "" {
+			fmt.Fprintf(out, "  %s first error: %s\n", r.Contender, r.FirstError)
+		}
+		if r.Late > 50*time.Millisecond {
+			fmt.Fprintf(out, "  %s: a process started %v late\n", r.Contender, r.Late)
+		}
+	}
+}
+
+// gaveUpCell: only redsync gives up on its own.
+func gaveUpCell(r contendedStats) string {
+	if r.Contender == "redsync" {
+		return fmt.Sprint(r.GaveUp)
+	}
+	return "-"
+}
