@@ -58,6 +58,9 @@ type Env struct {
 	router  *actor.PID
 	renewal *actor.PID
 	reqSeq  atomic.Uint64
+	// idle hands a call to a worker goroutine waiting for one (unbuffered:
+	// a send succeeds only if a worker is idle).
+	idle chan func()
 
 	// calls owns every goroutine that talks to Redis on an actor's behalf,
 	// and the pub/sub connection's goroutines; Close waits for it. callsCtx
@@ -82,8 +85,11 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 
 func newEnv(cfg Config) *Env {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel}
+	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func())}
 }
+
+// workerIdle is how long a call goroutine waits for more work before it ends.
+const workerIdle = time.Second
 
 // NewRequestID returns an id unique among this runtime's requests, for the
 // unlock latch (which is per lock name, so runtime-unique is enough).
@@ -91,20 +97,49 @@ func (e *Env) NewRequestID() string {
 	return e.RuntimeID + ":" + strconv.FormatUint(e.reqSeq.Add(1), 10)
 }
 
-// goCall runs fn on its own goroutine, bounded by CallTimeout, and sends what
-// it returns to pid (nil: to nobody): actors never wait on Redis inside
-// Receive.
+// goCall runs fn off the actor, bounded by CallTimeout, and sends what it
+// returns to pid (nil: to nobody): actors never wait on Redis inside
+// Receive. An idle worker goroutine takes the call, or a new one starts:
+// never waiting for one, so an actor is never held up. Workers outlive a
+// call (they end after workerIdle, or at Close), which keeps the stack a
+// go-redis call grows to instead of growing a fresh one each time.
+//
+// The Redis call never runs on the goroutine of the Go caller waiting for
+// it, although that would save two goroutine hand-offs per call: go-redis
+// cannot abort a read when a context is cancelled, so a frozen Redis would
+// then hold a caller past its wait time or cancellation.
 func (e *Env) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
-	e.calls.Add(1)
-	go func() {
-		defer e.calls.Done()
+	call := func() {
 		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
 		msg := fn(ctx)
 		cancel()
 		if pid != nil {
 			e.System.Root.Send(pid, msg)
 		}
-	}()
+	}
+	select {
+	case e.idle <- call:
+	default:
+		e.calls.Add(1)
+		go e.work(call)
+	}
+}
+
+func (e *Env) work(call func()) {
+	defer e.calls.Done()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		call()
+		idle.Reset(workerIdle)
+		select {
+		case call = <-e.idle:
+		case <-idle.C:
+			return
+		case <-e.callsCtx.Done():
+			return
+		}
+	}
 }
 
 // retryUnknown runs a lock-mutating call, re-attempting while its outcome is

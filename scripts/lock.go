@@ -99,19 +99,31 @@ type UnlockArgs struct {
 	LatchTTL time.Duration
 }
 
+// Unlock is the outcome of UnlockLock.
+type Unlock struct {
+	State UnlockState
+	// Heard is how many pub/sub clients received the unlock message, when
+	// Released (0 when the release was an earlier attempt's).
+	Heard int64
+}
+
 // UnlockLock releases holds of the reentrant lock in one round trip.
-func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (UnlockState, error) {
+func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	res, err := lockUnlock.evalOnce(ctx, c,
 		[]string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
 		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
 	if err != nil {
-		return 0, err
+		return Unlock{}, err
 	}
-	n, ok := res.(int64)
-	if !ok || n < -2 || n > 1 {
-		return 0, fmt.Errorf("scripts: unexpected unlock reply %v", res)
+	v, err := ints(res)
+	if err != nil || len(v) == 0 || v[0] < -2 || v[0] > 1 {
+		return Unlock{}, fmt.Errorf("scripts: unexpected unlock reply %v", res)
 	}
-	return UnlockState(n), nil
+	u := Unlock{State: UnlockState(v[0])}
+	if len(v) > 1 {
+		u.Heard = v[1]
+	}
+	return u, nil
 }
 
 // HandoffArgs describes releasing one owner's last hold and granting the next.

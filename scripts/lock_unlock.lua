@@ -7,29 +7,29 @@
 -- ARGV[4] latch TTL ms
 -- ARGV[5] "" or a hold count: act only if the owner's count equals it (undoes
 --         an acquire whose outcome was unknown without touching a newer hold)
--- Returns 1 released (key deleted, waiters told), 0 still held by the owner,
--- -1 not the owner, -2 count differs from ARGV[5] (nothing done).
--- The latch makes a retried request return its first result instead of
--- releasing twice; it stores 0/1 exactly as Redisson does.
+-- Returns {1, n} released (key deleted, waiters told; n clients received the
+-- unlock message), {0} still held by the owner, {-1} not the owner, {-2}
+-- count differs from ARGV[5] (nothing done). The latch makes a retried
+-- request return its first result instead of releasing twice; it stores 0/1
+-- exactly as Redisson does.
 local prior = redis.call('get', KEYS[2])
 if prior then
-  return tonumber(prior)
+  return {tonumber(prior), 0}
 end
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 if count == 0 then
-  return -1
+  return {-1}
 end
 local expect = tonumber(ARGV[5])
 if expect and count ~= expect then
-  return -2
+  return {-2}
 end
-local state = 0
-if count <= tonumber(ARGV[2]) then
-  redis.call('del', KEYS[1])
-  redis.call('publish', ARGV[3], 0)
-  state = 1
-else
+if count > tonumber(ARGV[2]) then
   redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))
+  redis.call('set', KEYS[2], 0, 'px', ARGV[4])
+  return {0}
 end
-redis.call('set', KEYS[2], state, 'px', ARGV[4])
-return state
+redis.call('del', KEYS[1])
+local heard = redis.call('publish', ARGV[3], 0)
+redis.call('set', KEYS[2], 1, 'px', ARGV[4])
+return {1, heard}

@@ -66,7 +66,8 @@ func runProcesses(addr, name string, procs int, w workload) (runResult, error) {
 		wp.Process, wp.GoroutineBase = p, p*w.Goroutines
 		job, err := json.Marshal(childJob{Addr: addr, Contender: name, Workload: wp})
 		if err != nil {
-			return runResult{}, err
+			errs[p] = err
+			continue
 		}
 		cmd := exec.Command(exe)
 		cmd.Env = append(os.Environ(), childEnv+"="+string(job))

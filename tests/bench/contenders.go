@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"errors"
-	"sort"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -50,14 +51,7 @@ var registry = map[string]openFunc{
 // defaultContenders is the order in which contenders run and are printed.
 var defaultContenders = []string{"actorlock", "redsync", "redislock", "baseline"}
 
-func knownContenders() []string {
-	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func knownContenders() []string { return slices.Sorted(maps.Keys(registry)) }
 
 // ---- actorlock ----------------------------------------------------------------
 

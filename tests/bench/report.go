@@ -56,7 +56,7 @@ func passFail(ok bool) string {
 }
 
 func printUncontended(out io.Writer, id string, goroutines int, o options, rows []uncontendedStats) {
-	fmt.Fprintf(out, "\n(%s) uncontended: %d goroutine(s), each on its own lock name, lock+unlock loop, %v per contender\n", id, goroutines, o.Duration)
+	fmt.Fprintf(out, "\n(%s) uncontended: %d goroutine(s), each on its own lock name, lock+unlock loop, %v per contender; (x): ratio to baseline\n", id, goroutines, o.Duration)
 	var base uncontendedStats
 	haveBase := false
 	for _, r := range rows {
@@ -65,7 +65,7 @@ func printUncontended(out io.Writer, id string, goroutines int, o options, rows 
 		}
 	}
 	tw := newTable(out)
-	fmt.Fprintf(tw, "contender\tops/s (vs base)\tpair p50 (vs base)\tpair p99 (vs base)\terrors\ttarget: ops/s >= %.2fx base\n", targetA)
+	fmt.Fprintf(tw, "contender\tops/s\tpair p50\tpair p99\terrors\ttarget ops/s>=%.2fx\n", targetA)
 	for _, r := range rows {
 		verdict := "-"
 		if r.Contender == verdictContender {
@@ -81,6 +81,7 @@ func printUncontended(out io.Writer, id string, goroutines int, o options, rows 
 			r.Errors, verdict)
 	}
 	_ = tw.Flush()
+	fmt.Fprintln(out, "  pair: lock call to unlock returned. The target applies to actorlock.")
 	for _, r := range rows {
 		if r.FirstError != "" {
 			fmt.Fprintf(out, "  %s first error: %s\n", r.Contender, r.FirstError)
@@ -107,20 +108,20 @@ func printContended(out io.Writer, id string, o options, rows []contendedStats) 
 	}
 	tw := newTable(out)
 	header := []string{
-		"contender", "acq/s (vs base)", "wait p50 (vs base)", "wait p99 (vs base)", "wait max",
-		"handovers", "acq/goroutine min-max", "fairness (vs base)",
+		"contender", "acq/s", "wait p50", "wait p99", "wait max",
+		"handovers", "acq/gor min-max", "fairness",
 	}
 	if id == "c" {
-		header = append(header, "acq/process min-max", "longest 1-process run")
+		header = append(header, "acq/proc min-max", "max 1-proc run")
 	}
 	header = append(header,
-		"cmds/acq client (vs base)", "cmds/acq server (vs base)", "gave up", "errors", "overlaps",
-		fmt.Sprintf("target: acq/s >= %.1fx base", minAcq),
+		"client cmds/acq", "server cmds/acq", "gave up", "errors", "overlaps",
+		fmt.Sprintf("target acq/s>=%.1fx", minAcq),
 	)
 	if id == "b" {
-		header = append(header, fmt.Sprintf("target: fairness >= %.1f", targetBFairness))
+		header = append(header, fmt.Sprintf("target fair>=%.1f", targetBFairness))
 	}
-	header = append(header, fmt.Sprintf("target: client cmds/acq <= %.0f", maxCmds))
+	header = append(header, fmt.Sprintf("target cmds<=%.0f", maxCmds))
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, r := range rows {
 		cells := []string{
@@ -157,12 +158,14 @@ func printContended(out io.Writer, id string, o options, rows []contendedStats) 
 		fmt.Fprintln(tw, strings.Join(append(cells, verdicts...), "\t"))
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "  wait: lock call to acquired, only for handovers (acquisitions whose previous acquisition was by another goroutine); fairness: acq/goroutine min/max")
+	fmt.Fprintln(out, "  (x): ratio to baseline. wait: lock call to acquired, only for handovers (acquisitions whose previous")
+	fmt.Fprintln(out, "  acquisition was by another goroutine). fairness: acq/gor min/max.")
 	if id == "c" {
-		fmt.Fprintln(out, "  longest 1-process run: most consecutive acquisitions by goroutines of one process")
+		fmt.Fprintln(out, "  max 1-proc run: most consecutive acquisitions by the goroutines of one process.")
 	}
-	fmt.Fprintln(out, "  cmds/acq client: hook-counted commands + SUBSCRIBE-family calls from commandstats; server: all commandstats calls (incl. inside Lua) less the harness's INFO/CONFIG")
-	fmt.Fprintln(out, "  the cmds/acq target verdict uses the client-issued count")
+	fmt.Fprintln(out, "  client cmds/acq: hook-counted commands + SUBSCRIBE-family calls from commandstats; server cmds/acq: all")
+	fmt.Fprintln(out, "  commandstats calls (incl. those inside Lua scripts) less the harness's INFO/CONFIG.")
+	fmt.Fprintln(out, "  Targets apply to actorlock; the cmds/acq verdict uses the CLIENT-ISSUED count.")
 	for _, r := range rows {
 		var top []string
 		for _, c := range r.ServerTop {
