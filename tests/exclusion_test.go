@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"cmp"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,4 +65,51 @@ func TestMutualExclusionAcrossProcesses(t *testing.T) {
 	assert.Len(t, procs, 4)
 	t.Logf("1600 exclusive critical sections by %d owners in %d processes; tokens %s..%s",
 		len(owners), len(procs), strconv.FormatInt(all[0].Token, 10), strconv.FormatInt(all[len(all)-1].Token, 10))
+}
+
+// Owners in several processes get turns: no process keeps the lock for long
+// runs of consecutive acquisitions while the others wait. (A process hands a
+// released lock to its own next waiter at most 8 times in a row, then
+// releases it publicly and stands aside if other processes heard that.)
+func TestProcessesTakeTurns(t *testing.T) {
+	srv := startRedis(t)
+	env := map[string]string{
+		"REDIS_ADDR": srv.Addr, "LOCK_NAME": "turns", "COUNTER_KEY": "turns:counter",
+		"OWNERS": "2", "ITERS": "150",
+	}
+	workers := []*worker{spawn(t, "mutex", env), spawn(t, "mutex", env), spawn(t, "mutex", env)}
+	var all []section
+	for _, w := range workers {
+		for _, line := range w.wait(t, 2*time.Minute) {
+			if raw, ok := strings.CutPrefix(line, "SECTION "); ok {
+				var s section
+				require.NoError(t, json.Unmarshal([]byte(raw), &s))
+				all = append(all, s)
+			}
+		}
+	}
+	require.Len(t, all, 900)
+	assertExclusive(t, all)
+	slices.SortFunc(all, func(x, y section) int { return cmp.Compare(x.Start, y.Start) })
+	// Only while every process still has work left: at the end, the last
+	// one holds the lock alone by necessity.
+	lastStart := map[int]int64{}
+	for _, s := range all {
+		lastStart[s.Proc] = s.Start
+	}
+	until := slices.Min(slices.Collect(maps.Values(lastStart)))
+	longest, run := 0, 0
+	for i, s := range all {
+		if s.Start > until {
+			break
+		}
+		if i > 0 && all[i-1].Proc == s.Proc {
+			run++
+		} else {
+			run = 1
+		}
+		longest = max(longest, run)
+	}
+	t.Logf("longest run of one process while all contended: %d acquisitions", longest)
+	assert.LessOrEqual(t, longest, 27, "a process kept the lock for %d acquisitions in a row", longest)
 }
