@@ -31,8 +31,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "actorlock tests need a real Redis:", err)
 		os.Exit(2)
 	}
+	// go-redis logs each failed dial to stderr; several tests kill Redis on
+	// purpose, and their assertions report what matters.
+	redis.SetLogger(quietLogger{})
 	goleak.VerifyTestMain(m)
 }
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // startRedis runs a fresh redis-server for the test and kills it afterwards.
 func startRedis(t testing.TB, extra ...string) *redisserver.Server {

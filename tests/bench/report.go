@@ -57,13 +57,7 @@ func passFail(ok bool) string {
 
 func printUncontended(out io.Writer, id string, goroutines int, o options, rows []uncontendedStats) {
 	fmt.Fprintf(out, "\n(%s) uncontended: %d goroutine(s), each on its own lock name, lock+unlock loop, %v per contender; (x): ratio to baseline\n", id, goroutines, o.Duration)
-	var base uncontendedStats
-	haveBase := false
-	for _, r := range rows {
-		if r.Contender == baselineName {
-			base, haveBase = r, true
-		}
-	}
+	base, haveBase := baselineRow(rows, func(r uncontendedStats) string { return r.Contender })
 	tw := newTable(out)
 	fmt.Fprintf(tw, "contender\tops/s\tpair p50\tpair p99\terrors\ttarget ops/s>=%.2fx\n", targetA)
 	for _, r := range rows {
@@ -99,13 +93,7 @@ func printContended(out io.Writer, id string, o options, rows []contendedStats) 
 		minAcq, maxCmds = targetCAcq, targetCCmds
 	}
 	fmt.Fprintf(out, "\n(%s) contended: %s on ONE lock name, critical section %v busy-spin, %v per contender\n", id, shape, o.Spin, o.ContendedDuration)
-	var base contendedStats
-	haveBase := false
-	for _, r := range rows {
-		if r.Contender == baselineName {
-			base, haveBase = r, true
-		}
-	}
+	base, haveBase := baselineRow(rows, func(r contendedStats) string { return r.Contender })
 	tw := newTable(out)
 	header := []string{
 		"contender", "acq/s", "wait p50", "wait p99", "wait max",
@@ -187,4 +175,15 @@ func gaveUpCell(r contendedStats) string {
 		return fmt.Sprint(r.GaveUp)
 	}
 	return "-"
+}
+
+// baselineRow finds the baseline's row, which every ratio is relative to.
+func baselineRow[T any](rows []T, contender func(T) string) (T, bool) {
+	for _, r := range rows {
+		if contender(r) == baselineName {
+			return r, true
+		}
+	}
+	var zero T
+	return zero, false
 }
