@@ -57,6 +57,9 @@ type Env struct {
 	Config
 	router  *actor.PID
 	renewal *actor.PID
+	// services serves the protocol messages that are not about locks (the
+	// delayed queue, semaphores, latches); nil until it exists.
+	services *actor.PID
 	reqSeq  atomic.Uint64
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:
 	// a send succeeds only if a worker is idle).

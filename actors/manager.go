@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock/messages"
 )
@@ -101,8 +102,18 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.doneDraining(msg.key)
 	case *statsQuery:
 		msg.reply <- len(m.locks)
+	default:
+		// The runtime's PID takes every message of the protocol; those
+		// that are not about locks belong to the services actor.
+		if pm, ok := msg.(proto.Message); ok && m.env.services != nil &&
+			pm.ProtoReflect().Descriptor().ParentFile().Package() == protocolPackage {
+			ctx.Forward(m.env.services)
+		}
 	}
 }
+
+// protocolPackage is the protobuf package of package messages.
+var protocolPackage = (&messages.AcquireRequest{}).ProtoReflect().Descriptor().ParentFile().Package()
 
 func (m *manager) route(ctx actor.Context, key LockKey) {
 	ref := m.locks[key]
