@@ -60,7 +60,7 @@ type Env struct {
 	// services serves the protocol messages that are not about locks (the
 	// delayed queue, semaphores, latches); nil until it exists.
 	services *actor.PID
-	reqSeq  atomic.Uint64
+	reqSeq   atomic.Uint64
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:
 	// a send succeeds only if a worker is idle).
 	idle chan func()
