@@ -159,6 +159,13 @@ type Stats struct {
 	Subscriptions int
 	// Renewals: holds the watchdog renews.
 	Renewals int
+	// DelayedQueueMovers: delayed queues whose due items this runtime
+	// moves (a handle is open, or items are pending).
+	DelayedQueueMovers int
+	// PrimitiveActors: blocking queues, semaphores and count-down latches
+	// with state in this process (waited on, or used within the idle
+	// timeout).
+	PrimitiveActors int
 }
 
 // Stats reports what the runtime keeps now, for metrics and leak checks.

@@ -26,6 +26,8 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		router, renewal := newRouter(s.env), newRenewal(s.env)
 		s.env.router = ctx.Spawn(props(func() actor.Actor { return router }))
 		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }))
+		// Before the manager, which forwards the protocol's other messages here.
+		s.env.services = ctx.Spawn(props(func() actor.Actor { return newServices(s.env) }, actor.WithSupervisor(lockSupervision)))
 		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
 		s.ready <- mgr
 	case *actor.Stopped:
@@ -76,6 +78,10 @@ type Stats struct {
 	LockActors    int
 	Subscriptions int
 	Renewals      int
+	// DelayedQueueMovers and PrimitiveActors: the services actor's children
+	// (movers; blocking-queue, semaphore and latch waiters).
+	DelayedQueueMovers int
+	PrimitiveActors    int
 }
 
 // statsQuery asks an actor for its count.
@@ -97,6 +103,16 @@ func (h *Handle) Stats(ctx context.Context) (Stats, error) {
 		case <-ctx.Done():
 			return Stats{}, ctx.Err()
 		}
+	}
+	reply := make(chan [2]int, 1)
+	h.env.System.Root.Send(h.env.services, &servicesStats{reply: reply})
+	select {
+	case n := <-reply:
+		out.DelayedQueueMovers, out.PrimitiveActors = n[0], n[1]
+	case <-h.stopped:
+		return Stats{}, ErrClosed
+	case <-ctx.Done():
+		return Stats{}, ctx.Err()
 	}
 	return out, nil
 }

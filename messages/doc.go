@@ -2,4 +2,4 @@
 // remote, sends to a runtime's PID (see lock.proto for the rules).
 package messages
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative lock.proto
+//go:generate protoc --go_out=. --go_opt=paths=source_relative lock.proto queue.proto

@@ -1,0 +1,232 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// SafetyInterval is how often a mover moves due items even when nothing
+// told it to: a lost publish or a missed reconnect costs at most this.
+const SafetyInterval = 2 * time.Second
+
+// mover moves the due items of one delayed queue into its destination list.
+// It runs while a handle of the queue is open here or the queue has items
+// pending, so items whose producer went away are still delivered. Wake-ups:
+//
+//   - a timer armed for the earliest due time (known from the last move, or
+//     from the queue's channel, which announces each new earliest item);
+//   - the channel's (re)subscription, since messages may have been missed;
+//   - a safety tick every SafetyInterval.
+//
+// At most one move call is in flight; a wake-up meanwhile runs another
+// after it. Movers of several processes race safely: a move is one atomic
+// script, so each item is moved exactly once.
+type mover struct {
+	env    *Env
+	key    SvcKey
+	self   *actor.PID
+	timers *scheduler.TimerScheduler
+	idle   idleness
+	topic  Topic
+
+	handles  int  // open handles in this runtime
+	pending  bool // items remain in the queue, as last seen
+	inflight bool
+	again    bool // a wake-up came while a move was in flight
+
+	dueSeq  uint64
+	dueStop scheduler.CancelFunc
+	dueAt   time.Time // when the armed due timer fires; zero: none
+
+	safetyStop scheduler.CancelFunc
+
+	// offsetMs is the server's clock minus ours (wall ms), as measured by
+	// the last move, to turn a published due time into a local timer.
+	offsetMs    int64
+	offsetKnown bool
+}
+
+type (
+	moveDue    struct{ seq uint64 }
+	moveSafety struct{}
+	moveDone   struct {
+		moved      scripts.Moved
+		sent, recv time.Time
+		err        error
+	}
+)
+
+func newMover(env *Env, key SvcKey) *mover {
+	return &mover{
+		env: env, key: key,
+		timers: scheduler.NewTimerScheduler(env.System.Root),
+		idle:   idleness{key: key},
+		topic:  Topic{Name: scripts.DelayChannel(key.Name)},
+	}
+}
+
+func (q *mover) Receive(ctx actor.Context) {
+	msg := ctx.Message()
+	q.idle.note(msg)
+	switch m := msg.(type) {
+	case *actor.Started:
+		q.self = ctx.Self()
+		ctx.Send(q.env.router, &Subscribe{Topic: q.topic, Subscriber: q.self})
+		q.safetyStop = q.timers.SendRepeatedly(SafetyInterval, SafetyInterval, q.self, &moveSafety{})
+		q.move()
+	case *actor.Stopping:
+		q.stopDue()
+		if q.safetyStop != nil {
+			q.safetyStop()
+		}
+		q.idle.cancel()
+		ctx.Send(q.env.router, &Unsubscribe{Topic: q.topic, Subscriber: q.self})
+		return
+	case *DelayedOpen:
+		q.handles++
+	case *DelayedClose:
+		q.handles = max(q.handles-1, 0)
+	case *messages.OfferRequest:
+		q.pending = true
+		q.offer(ctx.Sender(), m)
+	case *Subscribed:
+		q.move()
+	case *Published:
+		q.published(m.Payload)
+	case *moveDue:
+		if m.seq == q.dueSeq {
+			q.dueAt, q.dueStop = time.Time{}, nil
+			q.move()
+		}
+	case *moveSafety:
+		q.move()
+	case *moveDone:
+		q.moved(m)
+	case *idleDue:
+		q.idle.fired(ctx, m, q.isIdle())
+		return
+	}
+	q.idle.sync(q.env, q.timers, q.self, q.isIdle())
+}
+
+func (q *mover) isIdle() bool {
+	return q.handles == 0 && !q.pending && !q.inflight
+}
+
+func (q *mover) move() {
+	if q.inflight {
+		q.again = true
+		return
+	}
+	q.inflight = true
+	env, name := q.env, q.key.Name
+	env.goCall(q.self, func(ctx context.Context) any {
+		d := &moveDone{sent: time.Now()}
+		d.moved, d.err = scripts.MoveDue(ctx, env.Redis, name)
+		d.recv = time.Now()
+		return d
+	})
+}
+
+func (q *mover) moved(d *moveDone) {
+	q.inflight = false
+	if d.err != nil {
+		q.env.Log.Warn("actorlock: delayed queue move failed", slog.String("queue", q.key.Name), slog.Any("error", d.err))
+		q.pending = true
+		// Try again soon; the safety tick keeps trying after that.
+		q.arm(100 * time.Millisecond)
+		return
+	}
+	mid := d.sent.Add(d.recv.Sub(d.sent) / 2)
+	q.offsetMs, q.offsetKnown = d.moved.ServerNow-mid.UnixMilli(), true
+	q.pending = d.moved.Next >= 0
+	if d.moved.N >= scripts.MaxMoveBatch || q.again {
+		// A full batch: more may be due now.
+		q.again = false
+		q.move()
+		return
+	}
+	if d.moved.Next >= 0 {
+		// Due within the millisecond: the server's ms clock has not turned
+		// yet; look again right after.
+		q.arm(max(d.moved.Next, time.Millisecond))
+	}
+}
+
+// published handles a new earliest due time (server clock, Unix ms).
+func (q *mover) published(payload string) {
+	q.pending = true
+	due, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil || !q.offsetKnown {
+		q.move()
+		return
+	}
+	wait := time.Duration(due-(time.Now().UnixMilli()+q.offsetMs)) * time.Millisecond
+	if wait <= 0 {
+		q.move()
+		return
+	}
+	q.arm(wait)
+}
+
+// arm keeps one due timer, at the earliest time asked for.
+func (q *mover) arm(wait time.Duration) {
+	at := time.Now().Add(wait)
+	if !q.dueAt.IsZero() && !at.Before(q.dueAt) {
+		return
+	}
+	q.stopDue()
+	q.dueSeq++
+	q.dueAt = at
+	q.dueStop = q.timers.SendOnce(wait, q.self, &moveDue{seq: q.dueSeq})
+}
+
+func (q *mover) stopDue() {
+	if q.dueStop != nil {
+		q.dueStop()
+		q.dueStop = nil
+	}
+	q.dueAt = time.Time{}
+}
+
+// offer stores an item offered by message, answering its sender from the
+// call.
+func (q *mover) offer(from *actor.PID, m *messages.OfferRequest) {
+	env, name := q.env, q.key.Name
+	args := scripts.OfferArgs{
+		Name: name, Member: scripts.DelayMember(randomID(), m.Payload),
+		Delay: time.Duration(m.DelayMs) * time.Millisecond,
+		// Senders may reuse request ids: qualify them.
+		RequestID: env.RuntimeID + ":" + pidKey(from) + ":" + m.RequestId,
+		MarkerTTL: env.CallTimeout,
+	}
+	env.goCall(nil, func(ctx context.Context) any {
+		err := OfferDelayed(ctx, env, args)
+		env.System.Root.Send(from, &messages.OfferResponse{RequestId: m.RequestId, Error: primitiveError(err)})
+		return nil
+	})
+}
+
+// OfferDelayed stores a delayed item, re-attempting while the outcome is
+// unknown: the script is idempotent on the member's random id (and a marker
+// covers items that could be moved out before a re-attempt), so an offer
+// takes effect exactly once. go-redis itself never replays it.
+func OfferDelayed(ctx context.Context, env *Env, args scripts.OfferArgs) error {
+	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+		_, err := scripts.OfferDelayed(ctx, env.Redis, args)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("actorlock: offer to delayed queue %q: %w", args.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+package actors
+
+import (
+	"errors"
+
+	"github.com/actorlock/actorlock/messages"
+)
+
+// Sentinel errors of the queues, semaphores and latches; package actorlock
+// re-exports them.
+var (
+	// ErrPermitExpired: a permit of a permit-expirable semaphore was
+	// released after its lease ran out (it went back to the pool when it
+	// expired, or at this release).
+	ErrPermitExpired = errors.New("actorlock: permit expired")
+)
+
+// primitiveError maps an error of the primitives to the protocol: an expired
+// permit is a lease that ran out, as a lost lock.
+func primitiveError(err error) *messages.Error {
+	if errors.Is(err, ErrPermitExpired) {
+		return &messages.Error{Code: messages.ErrorCode_ERROR_CODE_LOST, Message: err.Error()}
+	}
+	return protoError(err)
+}
+
+func isPermitExpired(err error) bool { return errors.Is(err, ErrPermitExpired) }

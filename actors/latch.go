@@ -1,0 +1,159 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// LatchRecheck bounds what a lost "0" message costs an awaiter: the count
+// is read at least this often while someone awaits.
+const LatchRecheck = time.Second
+
+// latchActor serves the Await callers of one count-down latch in this
+// runtime: one subscription to the latch's channel and one count read at a
+// time for all of them. The count is read when the subscription is confirmed
+// (first, and after every reconnect, since messages may have been missed),
+// when a message arrives, when an awaiter arrives and every LatchRecheck.
+type latchActor struct {
+	env    *Env
+	key    SvcKey
+	self   *actor.PID
+	timers *scheduler.TimerScheduler
+	idle   idleness
+	topic  Topic
+
+	waiters    map[uint64]chan<- error
+	subscribed bool
+	live       bool // the subscription is confirmed: a read now misses nothing
+	inflight   bool
+	again      bool
+	tickStop   scheduler.CancelFunc
+}
+
+type (
+	latchRead struct {
+		count int64
+		err   error
+	}
+	latchTick struct{}
+)
+
+func newLatchActor(env *Env, key SvcKey) *latchActor {
+	return &latchActor{
+		env: env, key: key,
+		timers:  scheduler.NewTimerScheduler(env.System.Root),
+		idle:    idleness{key: key},
+		topic:   Topic{Name: scripts.LatchChannel(key.Name)},
+		waiters: map[uint64]chan<- error{},
+	}
+}
+
+func (a *latchActor) Receive(ctx actor.Context) {
+	msg := ctx.Message()
+	a.idle.note(msg)
+	switch m := msg.(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+	case *actor.Stopping:
+		a.idle.cancel()
+		for id, reply := range a.waiters {
+			reply <- ErrClosed
+			delete(a.waiters, id)
+		}
+		a.sync(ctx)
+		return
+	case *Await:
+		a.waiters[m.ID] = m.Reply
+		if a.live {
+			a.read()
+		}
+	case *AwaitCancel:
+		delete(a.waiters, m.ID)
+	case *Subscribed:
+		a.live = a.subscribed
+		a.read()
+	case *Published:
+		if m.Payload == "0" {
+			// Zero reached: Redisson releases its awaiters on this alone.
+			a.release(nil)
+		} else {
+			a.read()
+		}
+	case *latchTick:
+		a.read()
+	case *latchRead:
+		a.inflight = false
+		switch {
+		case m.err != nil:
+			// Awaiters keep waiting; the next tick reads again.
+			a.env.Log.Warn("actorlock: reading a count-down latch failed", "latch", a.key.Name, "error", m.err)
+		case m.count <= 0:
+			a.release(nil)
+		}
+		if a.again {
+			a.again = false
+			a.read()
+		}
+	case *idleDue:
+		a.idle.fired(ctx, m, a.isIdle())
+		return
+	}
+	a.sync(ctx)
+	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+}
+
+func (a *latchActor) isIdle() bool { return len(a.waiters) == 0 && !a.subscribed && !a.inflight }
+
+func (a *latchActor) release(err error) {
+	for id, reply := range a.waiters {
+		reply <- err
+		delete(a.waiters, id)
+	}
+}
+
+func (a *latchActor) read() {
+	if len(a.waiters) == 0 {
+		return
+	}
+	if a.inflight {
+		a.again = true
+		return
+	}
+	a.inflight = true
+	env, name := a.env, a.key.Name
+	env.goCall(a.self, func(ctx context.Context) any {
+		n, err := env.Redis.Get(ctx, name).Int64()
+		if err != nil && scripts.IsNil(err) {
+			n, err = 0, nil
+		}
+		if err != nil {
+			err = fmt.Errorf("actorlock: read latch %q: %w", name, err)
+		}
+		return &latchRead{count: n, err: err}
+	})
+}
+
+// sync keeps the subscription and the recheck ticker exactly while
+// someone awaits.
+func (a *latchActor) sync(ctx actor.Context) {
+	waiting := len(a.waiters) > 0
+	switch {
+	case waiting && !a.subscribed:
+		a.subscribed = true
+		ctx.Send(a.env.router, &Subscribe{Topic: a.topic, Subscriber: a.self})
+		a.tickStop = a.timers.SendRepeatedly(LatchRecheck, LatchRecheck, a.self, &latchTick{})
+	case !waiting && a.subscribed:
+		a.subscribed, a.live = false, false
+		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})
+		if a.tickStop != nil {
+			a.tickStop()
+			a.tickStop = nil
+		}
+	}
+}

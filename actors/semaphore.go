@@ -1,0 +1,420 @@
+package actors
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// SemRecheck bounds what a lost release message costs a semaphore waiter:
+// the head re-attempts at least this often.
+const SemRecheck = time.Second
+
+// semaphoreActor serves the Acquire waiters of one semaphore (or
+// permit-expirable semaphore) in this runtime, as the lock actor does for a
+// lock: a local FIFO whose head alone tries in Redis when something suggests
+// permits are free (first arrival, a redisson_sc message whose count covers
+// it, a (re)subscription, the earliest permit expiry, the recheck timer).
+// Single attempts run at once, beside the FIFO. Permits that an attempt
+// obtains for a request that has gone are given back.
+type semaphoreActor struct {
+	env       *Env
+	key       SvcKey
+	expirable bool
+	self      *actor.PID
+	timers    *scheduler.TimerScheduler
+	idle      idleness
+	topic     Topic
+
+	fifo     *list.List // waiting *semReq
+	pending  map[reqKey]*semReq
+	ops      []*semOp // single attempts waiting to run
+	inflight *semOp
+	watched  watchers
+
+	headReady  bool
+	contended  bool // the head was refused: wake-ups come by pub/sub
+	subscribed bool
+	retrySeq   uint64
+	retryStop  scheduler.CancelFunc
+}
+
+type semReq struct {
+	key      reqKey
+	n        int64
+	lease    time.Duration
+	tryOnce  bool
+	permitID string // expirable: chosen once, so re-attempts are idempotent
+	markID   string // plain: the marker of this request's take
+
+	reply   chan<- SemResult
+	from    *actor.PID
+	protoID string
+
+	elem     *list.Element
+	stop     scheduler.CancelFunc
+	answered bool
+}
+
+// semOp is one attempt, shared with the goroutine running it (see
+// popCall): whoever learns last that a taken permit has no taker gives it
+// back.
+type semOp struct {
+	req *semReq
+
+	mu        sync.Mutex
+	abandoned bool
+	delivered bool
+	res       semDone
+}
+
+type (
+	semDone struct {
+		acquired bool
+		grant    scripts.PermitGrant // expirable
+		err      error
+	}
+	semAttempted struct{ op *semOp }
+	semDeadline  struct{ r *semReq }
+	semRetry     struct{ seq uint64 }
+)
+
+func newSemaphoreActor(env *Env, key SvcKey) *semaphoreActor {
+	return &semaphoreActor{
+		env: env, key: key, expirable: key.Kind == SvcExpirable,
+		timers:  scheduler.NewTimerScheduler(env.System.Root),
+		idle:    idleness{key: key},
+		topic:   Topic{Name: scripts.SemaphoreChannel(key.Name)},
+		fifo:    list.New(),
+		pending: map[reqKey]*semReq{},
+		watched: watchers{},
+	}
+}
+
+func (a *semaphoreActor) Receive(ctx actor.Context) {
+	msg := ctx.Message()
+	a.idle.note(msg)
+	switch m := msg.(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+	case *actor.Stopping:
+		a.stop(ctx)
+		return
+	case *SemAcquire:
+		a.admit(ctx, &semReq{key: reqKey{id: strconv.FormatUint(m.ID, 10)}, n: m.N, lease: m.Lease, tryOnce: m.TryOnce, reply: m.Reply}, time.Time{})
+	case *SemCancel:
+		a.cancel(ctx, reqKey{id: strconv.FormatUint(m.ID, 10)})
+	case *messages.SemaphoreAcquireRequest:
+		r := &semReq{
+			key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, n: max(m.Permits, 1),
+			lease: time.Duration(m.LeaseMs) * time.Millisecond, tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
+			from: ctx.Sender(), protoID: m.RequestId,
+		}
+		var deadline time.Time
+		if m.WaitMs > 0 {
+			deadline = time.Now().Add(time.Duration(m.WaitMs) * time.Millisecond)
+		}
+		a.admit(ctx, r, deadline)
+	case *messages.CancelWaitRequest:
+		a.cancel(ctx, reqKey{from: pidKey(ctx.Sender()), id: m.RequestId})
+	case *semDeadline:
+		if !m.r.answered {
+			a.answer(ctx, m.r, SemResult{Err: ErrNotAcquired})
+		}
+	case *semAttempted:
+		a.attempted(ctx, m.op)
+	case *semRetry:
+		if m.seq == a.retrySeq {
+			a.headReady = true
+		}
+	case *Subscribed:
+		a.headReady = true
+	case *Published:
+		// The new count; a head needing more would be refused again.
+		if head := a.head(); head != nil {
+			if n, err := strconv.ParseInt(m.Payload, 10, 64); err != nil || n >= head.n {
+				a.headReady = true
+			}
+		}
+	case *actor.Terminated:
+		a.requesterStopped(ctx, m.Who)
+	case *idleDue:
+		a.idle.fired(ctx, m, a.isIdle())
+		return
+	}
+	a.kick()
+	a.syncSubscription(ctx)
+	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+}
+
+func (a *semaphoreActor) isIdle() bool {
+	return len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && !a.subscribed
+}
+
+func (a *semaphoreActor) head() *semReq {
+	if e := a.fifo.Front(); e != nil {
+		return e.Value.(*semReq)
+	}
+	return nil
+}
+
+func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time) {
+	if _, dup := a.pending[r.key]; dup {
+		a.deliver(r, SemResult{Err: fmt.Errorf("%w: request id %q is already pending", ErrInvalidArgument, r.key.id)})
+		return
+	}
+	if a.expirable {
+		r.permitID = newPermitID()
+	} else {
+		r.markID = a.env.NewRequestID()
+	}
+	a.pending[r.key] = r
+	a.watched.watch(ctx, r.from)
+	if !deadline.IsZero() {
+		r.stop = a.timers.SendOnce(time.Until(deadline), a.self, &semDeadline{r: r})
+	}
+	if r.tryOnce {
+		a.ops = append(a.ops, &semOp{req: r})
+		return
+	}
+	if a.fifo.Len() == 0 {
+		a.headReady = true
+	}
+	r.elem = a.fifo.PushBack(r)
+}
+
+// kick starts the next attempt if none is in flight: single attempts
+// first, then the head when permits may be free.
+func (a *semaphoreActor) kick() {
+	for a.inflight == nil {
+		var op *semOp
+		switch {
+		case len(a.ops) > 0:
+			op = a.ops[0]
+			a.ops = a.ops[1:]
+		case a.headReady && a.fifo.Len() > 0:
+			a.headReady = false
+			a.stopRetry()
+			op = &semOp{req: a.head()}
+		default:
+			return
+		}
+		if op.req.answered {
+			continue
+		}
+		a.inflight = op
+		a.attempt(op)
+	}
+}
+
+func (a *semaphoreActor) attempt(op *semOp) {
+	env, name, self, r := a.env, a.key.Name, a.self, op.req
+	expirable := a.expirable
+	env.goCall(nil, func(ctx context.Context) any {
+		var d semDone
+		d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+			if expirable {
+				d.grant, err = scripts.AcquireExpirablePermit(ctx, env.Redis, name, r.permitID, r.lease)
+				d.acquired = d.grant.Acquired
+			} else {
+				d.acquired, _, err = scripts.AcquirePermits(ctx, env.Redis, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
+			}
+			return err
+		})
+		op.mu.Lock()
+		if op.abandoned {
+			op.mu.Unlock()
+			if d.acquired || d.err != nil {
+				undoAcquire(env, name, expirable, r)
+			}
+			return nil
+		}
+		op.res, op.delivered = d, true
+		op.mu.Unlock()
+		env.System.Root.Send(self, &semAttempted{op: op})
+		return nil
+	})
+}
+
+// undoAcquire gives back what request r may have taken: a permit id is
+// released (a no-op if never taken); plain permits are taken again under
+// the same marker (which answers "taken" without taking twice if the first
+// attempt took them) and then released, so the net effect is nothing.
+func undoAcquire(env *Env, name string, expirable bool, r *semReq) {
+	env.goCall(nil, func(ctx context.Context) any {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
+		defer cancel()
+		var err error
+		if expirable {
+			err = ReleasePermit(ctx, env, name, r.permitID, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+			if err != nil && !isPermitExpired(err) {
+				env.Log.Error("actorlock: could not give back a permit nobody took", "semaphore", name, "error", err)
+			}
+			return nil
+		}
+		var taken bool
+		err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+			taken, _, err = scripts.AcquirePermits(ctx, env.Redis, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
+			return err
+		})
+		if err == nil && taken {
+			err = ReleasePermits(ctx, env, name, r.n, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+		}
+		if err != nil {
+			env.Log.Error("actorlock: could not give back permits nobody took", "semaphore", name, "error", err)
+		}
+		return nil
+	})
+}
+
+func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
+	if a.inflight == op {
+		a.inflight = nil
+	}
+	op.mu.Lock()
+	d := op.res
+	op.res = semDone{} // consumed: Stopping must not give it back
+	op.mu.Unlock()
+	r := op.req
+	switch {
+	case d.err != nil:
+		if mayHaveRun(d.err) {
+			undoAcquire(a.env, a.key.Name, a.expirable, r)
+		}
+		if !r.answered {
+			a.answer(ctx, r, SemResult{Err: fmt.Errorf("actorlock: acquire semaphore %q: %w", a.key.Name, d.err)})
+		}
+	case d.acquired && r.answered:
+		undoAcquire(a.env, a.key.Name, a.expirable, r)
+	case d.acquired:
+		a.answer(ctx, r, SemResult{Acquired: true, PermitID: r.permitID, Expiry: d.grant.Expiry})
+		// The next waiter may get permits too.
+		a.headReady = true
+	case r.answered:
+	case r.tryOnce:
+		a.answer(ctx, r, SemResult{})
+	default:
+		a.contended = true
+		wait := SemRecheck
+		if a.expirable && d.grant.Wait >= 0 {
+			// A permit expires then, message or not.
+			wait = min(wait, d.grant.Wait+time.Millisecond)
+		}
+		a.armRetry(wait)
+	}
+}
+
+func (a *semaphoreActor) armRetry(d time.Duration) {
+	a.stopRetry()
+	a.retrySeq++
+	a.retryStop = a.timers.SendOnce(d, a.self, &semRetry{seq: a.retrySeq})
+}
+
+func (a *semaphoreActor) stopRetry() {
+	if a.retryStop != nil {
+		a.retryStop()
+		a.retryStop = nil
+	}
+}
+
+// syncSubscription keeps the channel subscribed while a refused head waits.
+func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
+	if a.fifo.Len() == 0 {
+		a.contended = false
+		a.stopRetry()
+	}
+	switch {
+	case a.contended && !a.subscribed:
+		a.subscribed = true
+		ctx.Send(a.env.router, &Subscribe{Topic: a.topic, Subscriber: a.self})
+	case !a.contended && a.subscribed:
+		a.subscribed = false
+		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})
+	}
+}
+
+func (a *semaphoreActor) cancel(ctx actor.Context, k reqKey) {
+	if r := a.pending[k]; r != nil {
+		a.answer(ctx, r, SemResult{Err: ErrCanceled})
+	}
+}
+
+func (a *semaphoreActor) answer(ctx actor.Context, r *semReq, res SemResult) {
+	r.answered = true
+	delete(a.pending, r.key)
+	if r.stop != nil {
+		r.stop()
+	}
+	if r.elem != nil {
+		a.fifo.Remove(r.elem)
+		r.elem = nil
+	}
+	a.deliver(r, res)
+	a.watched.unwatch(ctx, r.from)
+}
+
+func (a *semaphoreActor) deliver(r *semReq, res SemResult) {
+	if r.reply != nil {
+		r.reply <- res
+		return
+	}
+	if r.from == nil {
+		return
+	}
+	err := res.Err
+	if err == nil && !res.Acquired {
+		err = ErrNotAcquired
+	}
+	a.env.System.Root.Send(r.from, &messages.SemaphoreAcquireResponse{
+		RequestId: r.protoID, Acquired: res.Acquired, PermitId: res.PermitID, Error: primitiveError(err),
+	})
+}
+
+// requesterStopped forgets the requests of an actor that stopped; permits
+// its in-flight attempt obtains are given back.
+func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
+	k := pidKey(who)
+	if _, ok := a.watched[k]; !ok {
+		return
+	}
+	delete(a.watched, k)
+	for _, r := range a.pending {
+		if r.from != nil && pidKey(r.from) == k {
+			r.from = nil
+			a.answer(ctx, r, SemResult{})
+		}
+	}
+}
+
+func (a *semaphoreActor) stop(ctx actor.Context) {
+	a.stopRetry()
+	a.idle.cancel()
+	for _, r := range a.pending {
+		a.answer(ctx, r, SemResult{Err: ErrClosed})
+	}
+	if op := a.inflight; op != nil {
+		op.mu.Lock()
+		op.abandoned = true
+		d := op.res
+		undo := op.delivered && (d.acquired || d.err != nil)
+		op.res = semDone{}
+		op.mu.Unlock()
+		if undo {
+			undoAcquire(a.env, a.key.Name, a.expirable, op.req)
+		}
+	}
+	a.inflight, a.ops = nil, nil
+	if a.subscribed {
+		a.subscribed = false
+		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})
+	}
+}

@@ -1,0 +1,262 @@
+package actorlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// DelayedQueue is a handle on the delayed queue in front of the list name
+// (Redisson's RDelayedQueue on RBlockingQueue name): an item offered with a
+// delay is moved into the list when it is due, where BlockingQueue(name)
+// (or Java's RBlockingQueue) takes it. Items wait in Redis, not in this
+// process: a producer that exits loses nothing.
+//
+// While a handle is open, this runtime runs the queue's mover, which moves
+// due items within milliseconds of their due time (by the Redis server's
+// clock, so producers' clock skew does not matter). It keeps running while
+// items are pending, even after every handle is closed. Movers of several
+// processes may run at once: each item is moved exactly once. Close a handle
+// you no longer need. It is safe for concurrent use.
+type DelayedQueue struct {
+	object
+	closeOnce sync.Once
+	closed    bool
+	mu        sync.Mutex
+}
+
+// DelayedQueue opens a handle on the delayed queue of list name and starts
+// its mover in this runtime. A bad name is reported by the handle's methods
+// as ErrInvalidArgument.
+func (rt *Runtime) DelayedQueue(name string) *DelayedQueue {
+	q := &DelayedQueue{object: rt.object(name)}
+	if q.err == nil && !rt.closed.Load() {
+		q.send(&actors.DelayedOpen{Name: name})
+	}
+	return q
+}
+
+// Close ends this handle's use of the queue: once no handle of the runtime
+// is open and no item is pending, the mover stops. Items still pending are
+// delivered first. Later calls on the handle return ErrClosed.
+func (q *DelayedQueue) Close() error {
+	q.closeOnce.Do(func() {
+		q.mu.Lock()
+		q.closed = true
+		q.mu.Unlock()
+		if q.err == nil && !q.rt.closed.Load() {
+			q.send(&actors.DelayedClose{Name: q.name})
+		}
+	})
+	return nil
+}
+
+func (q *DelayedQueue) check(ctx context.Context) error {
+	q.mu.Lock()
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
+		return fmt.Errorf("%w: the delayed queue handle is closed", ErrClosed)
+	}
+	return q.object.check(ctx)
+}
+
+// Offer stores payload, to be moved into the list after delay (0: as soon
+// as the mover runs). Equal payloads are kept as separate items. An Offer
+// takes effect exactly once, even when the connection breaks and the call is
+// re-attempted; an error means Redis could not be reached (the item may then
+// be stored or not).
+func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Duration) error {
+	if err := q.check(ctx); err != nil {
+		return err
+	}
+	if err := nonNegative("delay", delay); err != nil {
+		return err
+	}
+	env := q.env()
+	ctx, cancel := q.bounded(ctx)
+	defer cancel()
+	return actors.OfferDelayed(ctx, env, scripts.OfferArgs{
+		Name: q.name, Member: actors.NewDelayMember(payload), Delay: delay,
+		RequestID: env.NewRequestID(), MarkerTTL: env.CallTimeout,
+	})
+}
+
+// Len is how many items are waiting to be due.
+func (q *DelayedQueue) Len(ctx context.Context) (int64, error) {
+	if err := q.check(ctx); err != nil {
+		return 0, err
+	}
+	n, err := q.env().Redis.LLen(ctx, scripts.DelayQueueKey(q.name)).Result()
+	if err != nil {
+		return 0, q.fail("delayed queue length", err)
+	}
+	return n, nil
+}
+
+// Contains reports whether an item equal to payload is waiting to be due.
+func (q *DelayedQueue) Contains(ctx context.Context, payload []byte) (bool, error) {
+	if err := q.check(ctx); err != nil {
+		return false, err
+	}
+	ok, err := scripts.ContainsDelayed(ctx, q.env().Redis, q.name, payload)
+	if err != nil {
+		return false, q.fail("delayed queue contains", err)
+	}
+	return ok, nil
+}
+
+// Remove removes the oldest waiting item equal to payload, so it is never
+// delivered, and reports whether there was one.
+func (q *DelayedQueue) Remove(ctx context.Context, payload []byte) (bool, error) {
+	if err := q.check(ctx); err != nil {
+		return false, err
+	}
+	env := q.env()
+	ctx, cancel := q.bounded(ctx)
+	defer cancel()
+	id := env.NewRequestID()
+	var removed bool
+	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+		removed, err = scripts.RemoveDelayed(ctx, env.Redis, q.name, payload, id, env.CallTimeout)
+		return err
+	})
+	if err != nil {
+		return false, q.fail("delayed queue remove", err)
+	}
+	return removed, nil
+}
+
+// Poll takes the oldest waiting item (insertion order), due or not, so it
+// is never delivered. ok is false when none waits. It is never re-attempted:
+// on an error the item may have been taken and lost with the reply.
+func (q *DelayedQueue) Poll(ctx context.Context) (payload []byte, ok bool, err error) {
+	if err := q.check(ctx); err != nil {
+		return nil, false, err
+	}
+	payload, ok, err = scripts.PollDelayed(ctx, q.env().Redis, q.name)
+	if err != nil {
+		return nil, false, q.fail("delayed queue poll", err)
+	}
+	return payload, ok, nil
+}
+
+// Clear removes every waiting item. Items already moved into the list stay
+// there.
+func (q *DelayedQueue) Clear(ctx context.Context) error {
+	if err := q.check(ctx); err != nil {
+		return err
+	}
+	err := q.env().Redis.Del(ctx, scripts.DelayTimeoutKey(q.name), scripts.DelayQueueKey(q.name)).Err()
+	if err != nil {
+		return q.fail("delayed queue clear", err)
+	}
+	return nil
+}
+
+// BlockingQueue is a handle on the list name used as a FIFO queue
+// (Redisson's RBlockingQueue): Offer appends, Poll and Take take the head.
+// Several processes may take from one queue: each item goes to one taker.
+// It is safe for concurrent use.
+type BlockingQueue struct{ object }
+
+// BlockingQueue returns a handle on the queue (list) name. A bad name is
+// reported by the handle's methods as ErrInvalidArgument.
+func (rt *Runtime) BlockingQueue(name string) *BlockingQueue {
+	return &BlockingQueue{object: rt.object(name)}
+}
+
+// Offer appends payload. It takes effect exactly once, even when the call is
+// re-attempted after a broken connection.
+func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) error {
+	if err := q.check(ctx); err != nil {
+		return err
+	}
+	env := q.env()
+	ctx, cancel := q.bounded(ctx)
+	defer cancel()
+	id := env.NewRequestID()
+	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) error {
+		_, err := scripts.Push(ctx, env.Redis, q.name, payload, id, env.CallTimeout)
+		return err
+	})
+	if err != nil {
+		return q.fail("offer to", err)
+	}
+	return nil
+}
+
+// Poll takes the head without waiting; ok is false when the queue is empty.
+// It is never re-attempted (a lost reply loses that item; a re-attempt
+// would take a second one).
+func (q *BlockingQueue) Poll(ctx context.Context) (payload []byte, ok bool, err error) {
+	if err := q.check(ctx); err != nil {
+		return nil, false, err
+	}
+	payload, ok, err = scripts.Pop(ctx, q.env().Redis, q.name)
+	if err != nil {
+		return nil, false, q.fail("poll", err)
+	}
+	return payload, ok, nil
+}
+
+// Take waits for the head and takes it. It returns ctx's error when ctx
+// ends first (an item that its wait obtained meanwhile is put back at the
+// head), ErrClosed when the runtime closes, or a wrapped Redis error. The
+// waiting Takes of a runtime share one blocking pop per queue, on a pooled
+// connection held while it waits.
+func (q *BlockingQueue) Take(ctx context.Context) ([]byte, error) {
+	if err := q.check(ctx); err != nil {
+		return nil, err
+	}
+	id := q.rt.acquire.Add(1)
+	reply := make(chan actors.TakeResult, 1)
+	q.send(&actors.Take{Name: q.name, ID: id, Reply: reply})
+	select {
+	case res := <-reply:
+		return res.Value, res.Err
+	case <-q.rt.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		// Tell the waiter's actor, then take its one answer: an item that
+		// won the race goes back to the head of the queue.
+		q.send(&actors.TakeCancel{Name: q.name, ID: id})
+		select {
+		case res := <-reply:
+			if res.OK {
+				q.giveBack(ctx, res.Value)
+			}
+		case <-q.rt.done:
+		}
+		return nil, ctxError(ctx)
+	}
+}
+
+func (q *BlockingQueue) giveBack(ctx context.Context, v []byte) {
+	env := q.env()
+	ctx, cancel := q.detached(ctx)
+	defer cancel()
+	id := env.NewRequestID()
+	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) error {
+		return scripts.GiveBack(ctx, env.Redis, q.name, v, id, env.CallTimeout)
+	})
+	if err != nil {
+		env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", q.name, "error", err)
+	}
+}
+
+// Len is the number of items in the queue.
+func (q *BlockingQueue) Len(ctx context.Context) (int64, error) {
+	if err := q.check(ctx); err != nil {
+		return 0, err
+	}
+	n, err := q.env().Redis.LLen(ctx, q.name).Result()
+	if err != nil {
+		return 0, q.fail("queue length", err)
+	}
+	return n, nil
+}

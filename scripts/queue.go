@@ -1,0 +1,245 @@
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redisson's delayed-queue prefixes, and ours for request markers.
+const (
+	delayTimeoutPrefix = "redisson_delay_queue_timeout"
+	delayQueuePrefix   = "redisson_delay_queue"
+	delayChannelPrefix = "redisson_delay_queue_channel"
+	// requestPrefix names the short-lived markers that make a re-attempted
+	// request (after an unknown outcome) return its first result instead of
+	// taking effect twice. Not Redisson's: Redisson has no such marker for
+	// these objects, and it ignores keys it does not know.
+	requestPrefix = "actorlock_request"
+)
+
+var (
+	//go:embed queue_offer.lua
+	queueOfferLua string
+	//go:embed queue_move.lua
+	queueMoveLua string
+	//go:embed queue_delayed_poll.lua
+	queueDelayedPollLua string
+	//go:embed queue_delayed_contains.lua
+	queueDelayedContainsLua string
+	//go:embed queue_delayed_remove.lua
+	queueDelayedRemoveLua string
+	//go:embed queue_push.lua
+	queuePushLua string
+	//go:embed queue_give_back.lua
+	queueGiveBackLua string
+
+	queueOffer           = newScript(queueOfferLua)
+	queueMove            = newScript(queueMoveLua)
+	queueDelayedPoll     = newScript(queueDelayedPollLua)
+	queueDelayedContains = newScript(queueDelayedContainsLua)
+	queueDelayedRemove   = newScript(queueDelayedRemoveLua)
+	queuePush            = newScript(queuePushLua)
+	queueGiveBack        = newScript(queueGiveBackLua)
+)
+
+// MaxMoveBatch is the most items one move call takes out of a delayed queue,
+// so that a backlog never holds the Redis event loop for long.
+const MaxMoveBatch = 100
+
+// DelayTimeoutKey is the ZSET of a delayed queue: member -> due ms.
+func DelayTimeoutKey(name string) string { return prefixed(delayTimeoutPrefix, name) }
+
+// DelayQueueKey is the LIST of a delayed queue's members in insertion order.
+func DelayQueueKey(name string) string { return prefixed(delayQueuePrefix, name) }
+
+// DelayChannel carries the due time (ms) of a new earliest item.
+func DelayChannel(name string) string { return prefixed(delayChannelPrefix, name) }
+
+// RequestKey is the marker of one request on object name.
+func RequestKey(name, requestID string) string {
+	return prefixed(requestPrefix, name) + ":" + requestID
+}
+
+// DelayMember encodes a delayed item as Redisson does (Lua
+// struct.pack('Bc0Lc0', 8, id, #value, value)): the length byte 8, the 8
+// random bytes of id that keep equal values distinct, the value's length as
+// 8 little-endian bytes, the value.
+func DelayMember(id [8]byte, value []byte) string {
+	b := make([]byte, 0, 17+len(value))
+	b = append(b, 8)
+	b = append(b, id[:]...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(value)))
+	return string(append(b, value...))
+}
+
+// DelayMemberValue decodes a member written by DelayMember (or Redisson).
+func DelayMemberValue(member string) ([]byte, error) {
+	if len(member) < 1 {
+		return nil, errors.New("scripts: empty delayed-queue member")
+	}
+	idLen := int(member[0])
+	if len(member) < 1+idLen+8 {
+		return nil, errors.New("scripts: short delayed-queue member")
+	}
+	n := binary.LittleEndian.Uint64([]byte(member[1+idLen : 1+idLen+8]))
+	rest := member[1+idLen+8:]
+	if n > uint64(len(rest)) {
+		return nil, errors.New("scripts: truncated delayed-queue member")
+	}
+	return []byte(rest[:n]), nil
+}
+
+// OfferArgs describes one delayed offer.
+type OfferArgs struct {
+	Name      string
+	Member    string // DelayMember
+	Delay     time.Duration
+	RequestID string
+	MarkerTTL time.Duration // at least the time over which the offer is re-attempted
+}
+
+// OfferDelayed stores one item of a delayed queue, due Delay after the
+// server's clock reads now, and announces its due time when it is the new
+// earliest. It reports false when an earlier attempt of the same request
+// (same member) had already stored it. go-redis never replays it; re-attempt
+// it with the same arguments when its outcome is unknown.
+func OfferDelayed(ctx context.Context, c Client, a OfferArgs) (bool, error) {
+	res, err := queueOffer.evalOnce(ctx, c,
+		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), RequestKey(a.Name, a.RequestID)},
+		a.Member, max(ms(a.Delay), 0), DelayChannel(a.Name), ms(a.MarkerTTL))
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// Moved is the outcome of one MoveDue call.
+type Moved struct {
+	N int // items moved
+	// Next is how long until the earliest remaining item is due, by the
+	// server's clock; negative when none is left.
+	Next time.Duration
+	// ServerNow is the server's clock when the call ran (Unix ms).
+	ServerNow int64
+}
+
+// MoveDue moves at most MaxMoveBatch due items of delayed queue name into
+// its destination list. It is atomic, and safe for go-redis to replay (a
+// replay moves what is due then).
+func MoveDue(ctx context.Context, c Client, name string) (Moved, error) {
+	res, err := queueMove.Run(ctx, c,
+		[]string{name, DelayTimeoutKey(name), DelayQueueKey(name)}, MaxMoveBatch).Result()
+	if err != nil {
+		return Moved{}, err
+	}
+	v, err := ints(res)
+	if err != nil || len(v) != 3 {
+		return Moved{}, fmt.Errorf("scripts: unexpected move reply %v", res)
+	}
+	m := Moved{N: int(v[0]), Next: -1, ServerNow: v[2]}
+	if v[1] >= 0 {
+		m.Next = time.Duration(v[1]) * time.Millisecond
+	}
+	return m, nil
+}
+
+// PollDelayed takes the oldest item of delayed queue name, due or not. It is
+// never replayed: a lost reply loses that item, a replay would lose two.
+func PollDelayed(ctx context.Context, c Client, name string) ([]byte, bool, error) {
+	res, err := queueDelayedPoll.evalOnce(ctx, c, []string{DelayTimeoutKey(name), DelayQueueKey(name)})
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	s, ok := res.(string)
+	if !ok {
+		return nil, false, fmt.Errorf("scripts: unexpected poll reply %T", res)
+	}
+	return []byte(s), true, nil
+}
+
+// ContainsDelayed reports whether delayed queue name holds value, not yet
+// moved.
+func ContainsDelayed(ctx context.Context, c Client, name string, value []byte) (bool, error) {
+	res, err := queueDelayedContains.Run(ctx, c, []string{DelayQueueKey(name)}, value).Result()
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// RemoveDelayed removes the oldest pending item equal to value; re-attempts
+// with the same request id return the first result.
+func RemoveDelayed(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) (bool, error) {
+	res, err := queueDelayedRemove.evalOnce(ctx, c,
+		[]string{DelayTimeoutKey(name), DelayQueueKey(name), RequestKey(name, requestID)},
+		value, ms(markerTTL))
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// Push appends value to list name; re-attempts with the same request id
+// never push twice. It reports false when an earlier attempt had pushed.
+func Push(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) (bool, error) {
+	res, err := queuePush.evalOnce(ctx, c, []string{name, RequestKey(name, requestID)}, value, ms(markerTTL))
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// GiveBack puts value back at the head of list name, where a pop took it
+// from; re-attempts with the same request id never push twice.
+func GiveBack(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) error {
+	_, err := queueGiveBack.evalOnce(ctx, c, []string{name, RequestKey(name, requestID)}, value, ms(markerTTL))
+	return err
+}
+
+// Pop takes the head of list name, or reports false when it is empty. It is
+// never replayed (a replay would take a second item while the first reply
+// was lost).
+func Pop(ctx context.Context, c Client, name string) ([]byte, bool, error) {
+	cmd := redis.NewStringCmd(ctx, "lpop", name)
+	_ = c.Process(ctx, onceStringCmd{cmd})
+	v, err := cmd.Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// BlockingPop waits up to timeout (whole seconds, at least one: go-redis
+// sends BLPOP's timeout in seconds and sizes the read deadline to it) for
+// the head of list name, on a pooled connection the call holds meanwhile.
+// It reports false when nothing came. go-redis may replay it after a broken
+// connection: that cannot pop one item twice.
+func BlockingPop(ctx context.Context, c redis.Cmdable, name string, timeout time.Duration) ([]byte, bool, error) {
+	v, err := c.BLPop(ctx, max(timeout, time.Second), name).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(v) != 2 {
+		return nil, false, fmt.Errorf("scripts: unexpected blpop reply %v", v)
+	}
+	return []byte(v[1]), true, nil
+}
+
+type onceStringCmd struct{ *redis.StringCmd }
+
+func (onceStringCmd) NoRetry() bool { return true }

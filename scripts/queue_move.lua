@@ -1,0 +1,35 @@
+-- Move due items of a delayed queue into its destination list.
+-- KEYS[1] destination LIST <name>
+-- KEYS[2] redisson_delay_queue_timeout:{name}  ZSET member -> due ms
+-- KEYS[3] redisson_delay_queue:{name}          LIST of members
+-- ARGV[1] most items to move in this call
+-- Returns {moved, ms until the next item is due (-1: none left), server now ms}.
+--
+-- Atomic, so movers of several processes racing on one queue move each item
+-- exactly once. The batch bound keeps one call from holding the server's
+-- event loop for long; the caller repeats while a full batch was moved.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'limit', 0, tonumber(ARGV[1]))
+if #due > 0 then
+  local values = {}
+  for i, member in ipairs(due) do
+    -- A member this layout cannot decode (written by something else) is
+    -- delivered as it is rather than left to block the queue forever.
+    local ok, _, value = pcall(struct.unpack, 'Bc0Lc0', member)
+    if ok and type(value) == 'string' then
+      values[i] = value
+    else
+      values[i] = member
+    end
+    redis.call('lrem', KEYS[3], 1, member)
+  end
+  redis.call('rpush', KEYS[1], unpack(values))
+  redis.call('zrem', KEYS[2], unpack(due))
+end
+local head = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+local wait = -1
+if head[1] then
+  wait = math.max(tonumber(head[2]) - now, 0)
+end
+return {#due, wait, now}

@@ -1,0 +1,13 @@
+-- Append one item to a (blocking) queue LIST.
+-- KEYS[1] LIST <name>
+-- KEYS[2] request marker actorlock_request:{name}:<requestId>
+-- ARGV[1] value
+-- ARGV[2] marker TTL ms
+-- Returns 1 when pushed now, 0 when an earlier attempt of this request did:
+-- a re-attempt after an unknown outcome never pushes twice.
+if redis.call('exists', KEYS[2]) == 1 then
+  return 0
+end
+redis.call('rpush', KEYS[1], ARGV[1])
+redis.call('set', KEYS[2], 1, 'px', ARGV[2])
+return 1
