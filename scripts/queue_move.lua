@@ -10,10 +10,41 @@
 -- event loop for long; the caller repeats while a full batch was moved.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'limit', 0, tonumber(ARGV[1]))
-if #due > 0 then
+local limit = tonumber(ARGV[1])
+
+-- First the due items at the head of the insertion-order list: they leave
+-- it by one LTRIM. Usually that is all of them (items are offered roughly in
+-- due order, and a backlog is all due), which keeps a move O(batch) instead
+-- of one list scan (LREM) per item.
+local members = {}
+local head = redis.call('lrange', KEYS[3], 0, limit - 1)
+for _, member in ipairs(head) do
+  local due = redis.call('zscore', KEYS[2], member)
+  if not due or tonumber(due) > now then
+    break
+  end
+  members[#members + 1] = member
+end
+if #members > 0 then
+  redis.call('ltrim', KEYS[3], #members, -1)
+  redis.call('zrem', KEYS[2], unpack(members))
+end
+
+-- Then due items elsewhere in the list, earliest first.
+if #members < limit then
+  local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'limit', 0, limit - #members)
+  if #due > 0 then
+    for _, member in ipairs(due) do
+      redis.call('lrem', KEYS[3], 1, member)
+      members[#members + 1] = member
+    end
+    redis.call('zrem', KEYS[2], unpack(due))
+  end
+end
+
+if #members > 0 then
   local values = {}
-  for i, member in ipairs(due) do
+  for i, member in ipairs(members) do
     -- A member this layout cannot decode (written by something else) is
     -- delivered as it is rather than left to block the queue forever.
     local ok, _, value = pcall(struct.unpack, 'Bc0Lc0', member)
@@ -22,14 +53,13 @@ if #due > 0 then
     else
       values[i] = member
     end
-    redis.call('lrem', KEYS[3], 1, member)
   end
   redis.call('rpush', KEYS[1], unpack(values))
-  redis.call('zrem', KEYS[2], unpack(due))
 end
-local head = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+
+local next = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
 local wait = -1
-if head[1] then
-  wait = math.max(tonumber(head[2]) - now, 0)
+if next[1] then
+  wait = math.max(tonumber(next[2]) - now, 0)
 end
-return {#due, wait, now}
+return {#members, wait, now}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strings"
 )
 
@@ -25,7 +26,7 @@ func main() {
 // run is main without os.Exit, so that deferred calls run.
 func run() int {
 	d := defaultOptions()
-	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c")
+	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c, dq (delayed queue, actorlock only)")
 	contenders := flag.String("contenders", strings.Join(d.Contenders, ","), "comma-separated contenders, in print order")
 	flag.DurationVar(&d.Duration, "duration", d.Duration, "length of each uncontended run (a1, a32)")
 	flag.DurationVar(&d.ContendedDuration, "contended-duration", d.ContendedDuration, "length of each contended run (b, c)")
@@ -36,6 +37,9 @@ func run() int {
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile to `file` (the child processes of c are not profiled)")
 	flag.Parse()
 	d.Scenarios = splitList(*scenarios)
+	// dq (delayqueue.go) measures actorlock alone, outside the comparison.
+	dq := slices.Contains(d.Scenarios, "dq")
+	d.Scenarios = slices.DeleteFunc(d.Scenarios, func(s string) bool { return s == "dq" })
 	d.Contenders = splitList(*contenders)
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -45,9 +49,17 @@ func run() int {
 		}
 		defer stop()
 	}
-	if _, err := runBench(d, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+	if len(d.Scenarios) > 0 {
+		if _, err := runBench(d, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+	}
+	if dq {
+		if _, err := runDelayQueueBench(os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: dq:", err)
+			return 1
+		}
 	}
 	return 0
 }
