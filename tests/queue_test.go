@@ -178,11 +178,12 @@ func TestDelayedItemsOfAnExitedProducerAreDelivered(t *testing.T) {
 	srv, rdb, rt := setup(t)
 	ctx := ctxFor(t, 30*time.Second)
 	const name, count = "dq-orphans", 20
-	w := spawn(t, "dq-offer-exit", map[string]string{"REDIS_ADDR": srv.Addr, "QUEUE": name, "COUNT": fmt.Sprint(count), "DELAY_MS": "1000"})
+	w := spawn(t, "dq-offer-exit", map[string]string{"REDIS_ADDR": srv.Addr, "QUEUE": name, "COUNT": fmt.Sprint(count), "DELAY_MS": "2000"})
 	w.expect(t, "OFFERED", 10*time.Second)
 	w.wait(t, 10*time.Second)
-	// Give it time to come due with nobody moving it.
-	time.Sleep(1200 * time.Millisecond)
+	// Let every item come due with nobody moving it. (2 s of delay leave
+	// the producer time to offer and exit first, even on a loaded machine.)
+	time.Sleep(2200 * time.Millisecond)
 	n, err := rdb.LLen(ctx, name).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing moved them while no process had the queue open")
@@ -564,7 +565,21 @@ func TestQueueBadInputAndClose(t *testing.T) {
 	}, 5*time.Second, 20*time.Millisecond)
 	n, err := rdb.LLen(ctx, "dq-close").Result()
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, n)
+	assert.EqualValues(t, 1, n, "the pending item was delivered before the mover stopped")
+
+	// Semaphore, latch and queue waiters keep no state once idle.
+	_, err = rt.Semaphore("sem-idle").TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.NoError(t, rt.CountDownLatch("latch-idle").Await(ctx))
+	_, err = rt.BlockingQueue("dq-close").Take(ctx)
+	require.NoError(t, err)
+	st, err = rt.Stats(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 3, st.PrimitiveActors)
+	require.Eventually(t, func() bool {
+		st, err := rt.Stats(ctx)
+		return err == nil && st == actorlock.Stats{}
+	}, 5*time.Second, 20*time.Millisecond, "per-name state must go once idle")
 
 	took := make(chan error, 1)
 	go func() {
