@@ -25,6 +25,11 @@ var (
 	ErrInvalidArgument = actors.ErrInvalidArgument
 	// ErrUnlocked: Unlock was already called successfully on this Held.
 	ErrUnlocked = actors.ErrUnlocked
+	// ErrUpgrade: the owner holds a read-write lock only for reading and
+	// asked for its write side, which would wait for itself forever. It
+	// comes with ErrNotAcquired: at once from TryAcquire and from Acquire
+	// without WaitTime, at the wait time otherwise.
+	ErrUpgrade = actors.ErrUpgrade
 )
 
 // ctxError is ctx's error, carrying its cause too when one was given, so that

@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // Lock is a handle on one reentrant lock for one owner. It is safe for
@@ -107,7 +109,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 	if res.Err != nil {
 		end(res.Err)
 		if errors.Is(res.Err, ErrNotAcquired) {
-			return nil, fmt.Errorf("%w: %q", ErrNotAcquired, l.key.Name)
+			return nil, fmt.Errorf("%w: %q", res.Err, l.key.Name)
 		}
 		return nil, res.Err
 	}
@@ -134,25 +136,44 @@ func (l *Lock) check(ctx context.Context, optErr error) error {
 	return nil
 }
 
-// IsLocked reports whether any owner holds the lock.
+// IsLocked reports whether any owner holds the lock (a read-write lock's
+// locker: holds it in its own mode).
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
 	}
-	n, err := l.rt.rdb.Exists(ctx, l.key.Name).Result()
+	var locked bool
+	var err error
+	switch l.key.Kind {
+	case messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
+		var mode string
+		mode, err = l.rt.rdb.HGet(ctx, l.key.Name, "mode").Result()
+		locked = (mode == "read" && l.key.Kind == messages.Kind_KIND_READ) || (mode == "write" && l.key.Kind == messages.Kind_KIND_WRITE)
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+	default:
+		var n int64
+		n, err = l.rt.rdb.Exists(ctx, l.key.Name).Result()
+		locked = n == 1
+	}
 	if err != nil {
 		return false, fmt.Errorf("actorlock: is locked %q: %w", l.key.Name, err)
 	}
-	return n == 1, nil
+	return locked, nil
 }
 
 // HoldCount is how many times this handle's owner holds the lock in Redis
-// (0 when it does not).
+// (0 when it does not); for a read-write lock's locker, in its own mode.
 func (l *Lock) HoldCount(ctx context.Context) (int, error) {
 	if err := l.check(ctx, nil); err != nil {
 		return 0, err
 	}
-	n, err := l.rt.rdb.HGet(ctx, l.key.Name, l.owner).Int()
+	field := l.owner
+	if l.key.Kind == messages.Kind_KIND_WRITE {
+		field = scripts.RWWriteField(l.owner)
+	}
+	n, err := l.rt.rdb.HGet(ctx, l.key.Name, field).Int()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -182,8 +203,9 @@ func (l *Lock) RemainTTL(ctx context.Context) (time.Duration, error) {
 }
 
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It
-// returns whether the lock was held. Holds of this runtime on it end with
-// ErrLost.
+// returns whether the lock was held (a read-write lock's locker: held in its
+// own mode; the other mode is left alone). Holds of this runtime on it end
+// with ErrLost.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.check(ctx, nil); err != nil {
 		return false, err

@@ -19,6 +19,7 @@ type config struct {
 	callTimeout time.Duration
 	tokenTTL    time.Duration
 	handoffs    int
+	fairWait    time.Duration
 	err         error
 }
 
@@ -29,6 +30,7 @@ func defaultConfig() config {
 		callTimeout: 10 * time.Second,
 		tokenTTL:    24 * time.Hour,
 		handoffs:    8,
+		fairWait:    5 * time.Minute,
 	}
 }
 
@@ -123,6 +125,20 @@ func WithMaxHandoffs(n int) Option {
 			c.invalid("max hand-offs %d is negative", n)
 		}
 		c.handoffs = n
+	}
+}
+
+// WithFairWaitTimeout sets how long a fair-lock waiter keeps its place in the
+// queue while those ahead of it take their turns (Redisson's
+// fairLockWaitTimeout): a waiter whose process died blocks the others at most
+// this long. A live waiter that waits longer may lose its place and rejoin at
+// the back. Default 5 min.
+func WithFairWaitTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("fair wait timeout %v is not positive", d)
+		}
+		c.fairWait = d
 	}
 }
 

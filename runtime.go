@@ -110,6 +110,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		// unlock, short enough not to pile up keys.
 		LatchTTL:    cfg.callTimeout,
 		MaxHandoffs: cfg.handoffs,
+		FairWait:    cfg.fairWait,
 		Cluster:     cluster,
 	})
 	return rt, nil
@@ -182,7 +183,32 @@ func (rt *Runtime) Stats(ctx context.Context) (Stats, error) {
 // (hold count 2), while another handle contends. A bad name or option is
 // reported by the handle's methods as ErrInvalidArgument.
 func (rt *Runtime) Lock(name string, opts ...LockOption) *Lock {
-	l := &Lock{rt: rt, key: actors.LockKey{Kind: messages.Kind_KIND_LOCK, Name: name}}
+	return rt.lock(messages.Kind_KIND_LOCK, name, opts)
+}
+
+// FairLock returns a handle on the fair lock name (Redisson's RFairLock):
+// waiters acquire in the order they started waiting, across processes.
+// Reentrancy, leases and the watchdog are as for Lock; TryAcquire never
+// joins the queue. The fair lock and the reentrant lock of one name share
+// its Redis key: use one kind per name.
+func (rt *Runtime) FairLock(name string, opts ...LockOption) *Lock {
+	return rt.lock(messages.Kind_KIND_FAIR, name, opts)
+}
+
+// ReadWriteLock returns a handle on the read-write lock name (Redisson's
+// RReadWriteLock): many readers, or one writer. Its read and write lockers
+// share one owner, so the writer may also read (a downgrade: releasing the
+// write leaves the read held); a reader may not take the write lock (an
+// upgrade would deadlock) and gets ErrUpgrade.
+func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
+	read := rt.lock(messages.Kind_KIND_READ, name, opts)
+	write := *read
+	write.key.Kind = messages.Kind_KIND_WRITE
+	return &ReadWriteLock{read: read, write: &write}
+}
+
+func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Lock {
+	l := &Lock{rt: rt, key: actors.LockKey{Kind: kind, Name: name}}
 	var lc lockConfig
 	for _, o := range opts {
 		if o == nil {

@@ -47,6 +47,10 @@ type Config struct {
 	// MaxHandoffs caps consecutive local hand-offs of one lock before it is
 	// released publicly, so waiters in other processes get their turn.
 	MaxHandoffs int
+	// FairWait is how long a fair-lock waiter keeps its place in the queue
+	// while the waiters ahead take their turns (Redisson's
+	// fairLockWaitTimeout); a waiter that died is dropped after it.
+	FairWait time.Duration
 	// Cluster groups batched renewals per hash slot.
 	Cluster bool
 }

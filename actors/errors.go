@@ -17,6 +17,7 @@ var (
 	ErrInvalidArgument = errors.New("actorlock: invalid argument")
 	ErrUnlocked        = errors.New("actorlock: already unlocked")
 	ErrCanceled        = errors.New("actorlock: request cancelled")
+	ErrUpgrade         = errors.New("actorlock: a read holder cannot take the write lock (upgrade)")
 )
 
 func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }

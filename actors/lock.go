@@ -15,45 +15,50 @@ import (
 	"github.com/actorlock/actorlock/scripts"
 )
 
-// lockActor owns one reentrant lock name in this runtime. It is a sequential
-// state machine with at most one Redis script in flight:
+// lockActor owns one lock name of one family in this runtime: the reentrant
+// lock, the fair lock, or both sides of a read-write lock. It is a
+// sequential state machine with at most one Redis script in flight:
 //
-//   - local requests wait in a FIFO; only its head contends in Redis, and only
-//     when something suggests the lock may be free (first arrival, an unlock
-//     message, the holder's TTL running out, a (re)subscription);
+//   - local requests wait in a FIFO; only the waiter the family picks (the
+//     head; for the fair lock, the earliest local waiter, since every waiter
+//     joins the Redis queue on arrival) contends in Redis, and only when
+//     something suggests it may succeed (its arrival, an unlock message, the
+//     holder's TTL running out, a (re)subscription);
 //   - re-entries of an owner that holds the lock pass the queue at once;
-//   - when a local holder releases its last hold while a local waiter is
-//     queued, one script releases and grants the next owner (a hand-off), at
-//     most MaxHandoffs times in a row before a public release lets other
-//     processes compete;
+//   - a local holder's release can hand the lock straight to a local waiter
+//     in the same script, so the lock is never free in between (see
+//     releaseTarget);
 //   - every hold has a local validity deadline (when the last successful
 //     acquire or renewal was sent, plus the lease, minus drift) after which
 //     it is reported lost, so Done() fires before Redis lets anyone else in.
+//
+// What differs per family is in the switches on a.fam and in fairlock.go
+// and rwlock.go.
 type lockActor struct {
-	env     *Env
-	key     LockKey
-	channel Topic
-	self    *actor.PID
-	timers  *scheduler.TimerScheduler
+	env    *Env
+	key    LockKey // the family's key: see familyKey
+	fam    family
+	self   *actor.PID
+	timers *scheduler.TimerScheduler
 
 	routed       uint64 // requests received from the manager (idle handshake)
 	idleArmed    bool
 	idleReported bool
 
 	holds    map[string]*hold     // by owner; only owners holding now
-	queue    *list.List           // waiting *request, FIFO
+	queue    *list.List           // waiting *request, FIFO, until answered
 	pending  map[reqKey]*request  // unanswered requests
-	ops      []*op                // waiting to run, before the queue's head
+	ops      []*op                // waiting to run, before any waiter's attempt
 	inflight *op                  // the script in flight
 	watched  map[string]*watchRef // owner actors and requesters, by PID
-	handoffs int                  // consecutive local hand-offs
+	handoffs int                  // consecutive local hand-offs (reentrant lock)
 	gens     uint64               // renewal registrations made
 
-	headReady  bool // the lock may be free: the head should try
-	contended  bool // a waiter met another owner: wake-ups come by pub/sub
-	subscribed bool
-	live       bool      // the subscription is confirmed
-	yieldUntil time.Time // the head stands aside until then (see afterPublicRelease)
+	headReady  bool  // the contender should try
+	contended  bool  // a waiter met another owner: wake-ups come by pub/sub
+	subscribed Topic // zero: none
+	live       bool  // the subscription is confirmed
+	yieldUntil time.Time
 	retrySeq   uint64
 	retryStop  scheduler.CancelFunc
 	validSeq   uint64
@@ -64,6 +69,34 @@ type lockActor struct {
 	drained  func()
 }
 
+// family is the lock family a lock actor serves.
+type family int
+
+const (
+	famLock family = iota // reentrant lock
+	famFair               // fair lock
+	famRW                 // read-write lock, both modes
+)
+
+// familyKey is the key of the actor serving k: the read and write sides of
+// a read-write lock share one actor, so it can grant compatible waiters.
+func familyKey(k LockKey) LockKey {
+	if k.Kind == messages.Kind_KIND_WRITE {
+		k.Kind = messages.Kind_KIND_READ
+	}
+	return k
+}
+
+func familyOf(kind messages.Kind) family {
+	switch kind {
+	case messages.Kind_KIND_FAIR:
+		return famFair
+	case messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
+		return famRW
+	}
+	return famLock
+}
+
 type reqKey struct {
 	from string // PID of an actor caller; "" for Go callers
 	id   string
@@ -71,6 +104,7 @@ type reqKey struct {
 
 type request struct {
 	key      reqKey
+	kind     messages.Kind
 	owner    string
 	lease    time.Duration // 0: watchdog
 	deadline time.Time     // zero: none
@@ -85,6 +119,9 @@ type request struct {
 
 	elem      *list.Element // in the queue
 	stopTimer scheduler.CancelFunc
+	inflight  bool // an attempt for it is in flight
+	enqueued  bool // fair lock: it has a place in the Redis queue
+	left      bool // fair lock: its place has been given up
 	answered  bool // a success arriving now must be given back
 }
 
@@ -95,21 +132,36 @@ func (r *request) leaseOr(watchdog time.Duration) time.Duration {
 	return watchdog
 }
 
+func (r *request) write() bool { return r.kind == messages.Kind_KIND_WRITE }
+
 type grant struct {
 	goID     uint64 // the Acquire's ID, Go callers only
 	token    int64
 	watchdog bool
+	write    bool                    // read-write lock: a write hold
 	end      context.CancelCauseFunc // Go callers: ends the Held's context
 }
 
 type hold struct {
-	owner      string
-	count      int64    // the owner's hold count in Redis, as last seen
+	owner string
+	// count is the owner's hold count in Redis as last seen (read-write
+	// lock: its read holds; writes counts its write holds).
+	count      int64
+	writes     int64
 	grants     []*grant // acquisitions not yet released, oldest first
 	watchdogs  int      // grants renewed by the watchdog
 	gen        uint64   // renewal registration; 0: none
+	renewReads int64    // read count the registration carries
 	validUntil time.Time
 	from       *actor.PID // the owning actor of a hold acquired by message
+}
+
+// counted is the count of the holds r's kind adds to.
+func (h *hold) counted(write bool) int64 {
+	if write {
+		return h.writes
+	}
+	return h.count
 }
 
 type opKind int
@@ -117,21 +169,22 @@ type opKind int
 const (
 	opAttempt opKind = iota
 	opRelease
-	opHandoff
 	opUndo
+	opLeave
 	opForce
 )
 
 type op struct {
 	kind      opKind
-	req       *request // attempt; handoff: the next owner
-	owner     string   // release, handoff (releasing owner), undo
-	grant     *grant   // release, handoff: the acquisition released; nil: holds of a departed owner
+	req       *request // attempt; release: the waiter the lock may go to
+	owner     string   // release, undo, leave
+	write     bool     // read-write lock: release or undo a write hold
+	grant     *grant   // release: the acquisition released; nil: holds of a departed owner
 	holds     int64    // release: how many holds
 	ifCount   int64    // undo: release only if the count is this
-	requestID string   // release, handoff, undo: unlock latch id
+	requestID string   // release, undo: unlock latch id
 	seen      int64    // attempt: the owner's count when it started
-	fromQueue bool     // attempt, handoff: req was a queued waiter
+	fromQueue bool     // attempt: req is a queued waiter
 	giveUpAt  time.Time
 	onRelease func(ReleaseResult)
 	onForce   chan<- ForceUnlockResult
@@ -143,14 +196,15 @@ func (o *op) reply(res ReleaseResult) {
 	}
 }
 
+// opDone is the outcome of an op's script.
 type opDone struct {
-	op      *op
-	sentAt  time.Time
-	grant   scripts.Grant
-	unlock  scripts.Unlock
-	handoff scripts.Handoff
-	forced  bool
-	err     error
+	op     *op
+	sentAt time.Time
+	grant  scripts.Grant // attempt
+	unlock scripts.Unlock
+	next   scripts.Grant // release: the lock went straight to op.req
+	done   bool          // force: a lock was deleted; leave: the owner was queued
+	err    error
 }
 
 type watchRef struct {
@@ -181,7 +235,7 @@ func newLockActor(env *Env, key LockKey) *lockActor {
 	return &lockActor{
 		env:     env,
 		key:     key,
-		channel: Topic{Name: scripts.LockChannel(key.Name)},
+		fam:     familyOf(key.Kind),
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		holds:   map[string]*hold{},
 		queue:   list.New(),
@@ -212,7 +266,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *Acquire:
 		a.admit(ctx, &request{
-			key: reqKey{id: strconv.FormatUint(m.ID, 10)}, owner: m.Owner, lease: m.Lease,
+			key: reqKey{id: strconv.FormatUint(m.ID, 10)}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
 			deadline: m.Deadline, tryOnce: m.TryOnce, goID: m.ID, end: m.End, reply: m.Reply,
 		})
 	case *messages.AcquireRequest:
@@ -226,7 +280,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *messages.CancelRequest:
 		a.cancel(ctx, reqKey{from: pidKey(ctx.Sender()), id: m.RequestId})
 	case *ForceUnlock:
-		a.ops = append(a.ops, &op{kind: opForce, onForce: m.Reply})
+		a.ops = append(a.ops, &op{kind: opForce, write: m.Key.Kind == messages.Kind_KIND_WRITE, onForce: m.Reply})
 	case *opDone:
 		a.done(ctx, m)
 	case *waiterDeadline:
@@ -245,7 +299,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.ops = append([]*op{m.op}, a.ops...)
 		}
 	case *Subscribed:
-		a.live = a.subscribed
+		a.live = m.Topic == a.subscribed
 		a.headReady = true
 	case *Published:
 		a.headReady = true
@@ -272,6 +326,7 @@ func (a *lockActor) admitMessage(ctx actor.Context, m *messages.AcquireRequest) 
 	from := ctx.Sender()
 	r := &request{
 		key:     reqKey{from: pidKey(from), id: m.RequestId},
+		kind:    m.Kind,
 		owner:   m.Owner,
 		lease:   time.Duration(m.LeaseMs) * time.Millisecond,
 		tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
@@ -308,6 +363,13 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: owner %q is held by another caller", ErrNotOwner, r.owner)})
 		return
 	}
+	upgrade := a.upgrade(r)
+	if upgrade && (r.tryOnce || r.deadline.IsZero()) {
+		// Nothing but the owner's own read holds stands in the way, and only
+		// the owner can end those: waiting would deadlock.
+		a.deliver(r, AcquireResult{Err: upgradeError()})
+		return
+	}
 	a.pending[r.key] = r
 	if r.from != nil {
 		a.watch(ctx, r.from)
@@ -316,20 +378,40 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		r.stopTimer = a.timers.SendOnce(time.Until(r.deadline), a.self, &waiterDeadline{req: r})
 	}
 	switch {
-	case h != nil:
+	case h != nil && !upgrade:
 		// Re-entry: the owner already holds the lock, so it must not wait
 		// behind others (they wait for it).
 		a.ops = append(a.ops, &op{kind: opAttempt, req: r})
-	case r.tryOnce && a.heldLocally():
+	case r.tryOnce && a.blocked(r):
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 	case r.tryOnce:
 		a.ops = append(a.ops, &op{kind: opAttempt, req: r})
 	default:
-		if a.queue.Len() == 0 {
+		first := a.queue.Len() == 0
+		r.elem = a.queue.PushBack(r)
+		switch {
+		case a.fam == famFair:
+			// Every fair waiter takes its place in the Redis queue now, so
+			// the order is the order of arrival across processes.
+			a.ops = append(a.ops, &op{kind: opAttempt, req: r, fromQueue: true})
+		case first:
 			a.headReady = true
 		}
-		r.elem = a.queue.PushBack(r)
 	}
+}
+
+// blocked reports whether a local hold of another owner rules out granting
+// r, so that asking Redis is pointless.
+func (a *lockActor) blocked(r *request) bool {
+	if a.fam == famRW {
+		return a.rwBlocked(r)
+	}
+	for owner := range a.holds {
+		if owner != r.owner {
+			return true
+		}
+	}
+	return false
 }
 
 // ---- release and cancel ----------------------------------------------------
@@ -374,12 +456,22 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 		owner = actorOwner(a.env.RuntimeID, from)
 	}
 	h := a.holds[owner]
-	if h == nil || len(h.grants) == 0 || !samePID(h.from, from) {
+	write := m.Kind == messages.Kind_KIND_WRITE
+	var g *grant
+	if h != nil && samePID(h.from, from) {
+		// The newest acquisition of that kind goes first.
+		for i := len(h.grants) - 1; i >= 0; i-- {
+			if h.grants[i].write == write {
+				g = h.grants[i]
+				h.grants = append(h.grants[:i], h.grants[i+1:]...)
+				break
+			}
+		}
+	}
+	if g == nil {
 		respond(ReleaseResult{Err: fmt.Errorf("%w: %s holds nothing of lock %q as owner %q", ErrNotOwner, pidKey(from), a.key.Name, owner)})
 		return
 	}
-	g := h.grants[len(h.grants)-1]
-	h.grants = h.grants[:len(h.grants)-1]
 	a.queueRelease(h, g, a.env.RuntimeID+":"+pidKey(from)+":"+m.RequestId, respond)
 }
 
@@ -390,7 +482,7 @@ func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func
 		h.watchdogs--
 	}
 	a.syncRenewal(h)
-	a.ops = append(a.ops, &op{kind: opRelease, owner: h.owner, grant: g, holds: 1, requestID: requestID, onRelease: reply})
+	a.ops = append(a.ops, &op{kind: opRelease, owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, onRelease: reply})
 }
 
 // cancel abandons a pending request; an actor caller hears ErrCanceled, a Go
@@ -403,16 +495,21 @@ func (a *lockActor) cancel(ctx actor.Context, k reqKey) {
 }
 
 func (a *lockActor) deadlinePassed(ctx actor.Context, r *request) {
-	if !r.answered {
-		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: -1})
+	if r.answered {
+		return
 	}
+	err := ErrNotAcquired
+	if a.upgrade(r) {
+		err = upgradeError()
+	}
+	a.answer(ctx, r, AcquireResult{Err: err, HolderTTL: -1})
 }
 
 // ---- the scheduler ---------------------------------------------------------
 
 // kick starts the next script if none is in flight: queued operations first
-// (releases, re-entries, single attempts, undos), then the queue's head when
-// the lock may be free and no local owner holds it.
+// (releases, re-entries, single attempts, first places in a fair queue,
+// undos), then an attempt of the waiter the family lets contend.
 func (a *lockActor) kick(ctx actor.Context) {
 	for a.inflight == nil {
 		if len(a.ops) > 0 {
@@ -421,13 +518,12 @@ func (a *lockActor) kick(ctx actor.Context) {
 			a.start(ctx, o)
 			continue
 		}
-		if !a.headReady || a.heldLocally() || a.queue.Len() == 0 || time.Now().Before(a.yieldUntil) {
+		r := a.contender()
+		if r == nil {
 			break
 		}
-		head := a.queue.Remove(a.queue.Front()).(*request)
-		head.elem = nil
 		a.stopRetry()
-		a.start(ctx, &op{kind: opAttempt, req: head, fromQueue: true})
+		a.start(ctx, &op{kind: opAttempt, req: r, fromQueue: true})
 	}
 	a.syncSubscription(ctx)
 	if a.draining && a.inflight == nil && len(a.ops) == 0 && a.drained != nil {
@@ -437,30 +533,40 @@ func (a *lockActor) kick(ctx actor.Context) {
 	a.syncIdle(ctx)
 }
 
+// contender is the queued waiter that should try now, if any: the head,
+// when something suggests it may succeed and no local hold rules it out
+// (the fair lock's head must also hold a place in the Redis queue already).
+func (a *lockActor) contender() *request {
+	if !a.headReady || a.queue.Len() == 0 || time.Now().Before(a.yieldUntil) {
+		return nil
+	}
+	head := a.queue.Front().Value.(*request)
+	if head.inflight || a.blocked(head) || (a.fam == famFair && !head.enqueued) {
+		return nil
+	}
+	return head
+}
+
 func (a *lockActor) start(ctx actor.Context, o *op) {
 	switch o.kind {
 	case opAttempt:
-		if o.req.answered {
+		r := o.req
+		if r.answered {
 			return
 		}
-		h := a.holds[o.req.owner]
-		if h == nil && o.req.tryOnce && a.heldLocally() {
-			a.answer(ctx, o.req, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
+		h := a.holds[r.owner]
+		if h == nil && r.tryOnce && a.blocked(r) {
+			a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 			return
 		}
 		if h != nil {
-			o.seen = h.count
+			o.seen = h.counted(r.write())
 		}
+		r.inflight = true
 		a.inflight = o
-		args := scripts.AcquireArgs{
-			Name: a.key.Name, Owner: o.req.owner, Lease: o.req.leaseOr(a.env.Watchdog),
-			Seen: -1, TokenTTL: a.env.TokenTTL,
-		}
-		a.call(o, func(ctx context.Context, d *opDone, attempt int) (err error) {
-			if attempt > 0 {
-				args.Seen = o.seen
-			}
-			d.grant, err = scripts.AcquireLock(ctx, a.env.Redis, args)
+		attempt := a.acquireCall(r, o.seen)
+		a.call(o, func(ctx context.Context, d *opDone, n int) (err error) {
+			d.grant, err = attempt(ctx, n > 0)
 			return err
 		})
 	case opRelease:
@@ -469,65 +575,144 @@ func (a *lockActor) start(ctx actor.Context, o *op) {
 			o.reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 			return
 		}
-		if next := a.handoffTarget(h, o); next != nil {
-			a.startHandoff(o, next)
-			return
+		o.req = a.releaseTarget(h, o)
+		if o.req != nil {
+			o.req.inflight = true
 		}
 		a.inflight = o
-		args := scripts.UnlockArgs{
-			Name: a.key.Name, Owner: o.owner, RequestID: o.requestID, Holds: o.holds,
-			IfCount: -1, LatchTTL: a.env.LatchTTL,
-		}
-		a.call(o, func(ctx context.Context, d *opDone, _ int) (err error) {
-			d.unlock, err = scripts.UnlockLock(ctx, a.env.Redis, args)
+		release := a.releaseCall(o)
+		a.call(o, func(ctx context.Context, d *opDone, n int) (err error) {
+			d.unlock, d.next, err = release(ctx, n > 0)
 			return err
 		})
 	case opUndo:
 		a.inflight = o
-		args := scripts.UnlockArgs{
-			Name: a.key.Name, Owner: o.owner, RequestID: o.requestID, Holds: 1,
-			IfCount: o.ifCount, LatchTTL: a.env.LatchTTL,
-		}
+		release := a.releaseCall(o)
+		a.call(o, func(ctx context.Context, d *opDone, n int) (err error) {
+			d.unlock, _, err = release(ctx, n > 0)
+			return err
+		})
+	case opLeave:
+		a.inflight = o
+		name, owner, wait := a.key.Name, o.owner, a.env.FairWait
 		a.call(o, func(ctx context.Context, d *opDone, _ int) (err error) {
-			d.unlock, err = scripts.UnlockLock(ctx, a.env.Redis, args)
+			d.done, err = scripts.LeaveFair(ctx, a.env.Redis, name, owner, wait)
 			return err
 		})
 	case opForce:
 		a.inflight = o
+		force := a.forceCall(o.write)
 		a.call(o, func(ctx context.Context, d *opDone, _ int) (err error) {
-			d.forced, err = scripts.ForceUnlockLock(ctx, a.env.Redis, a.key.Name)
+			d.done, err = force(ctx)
 			return err
 		})
 	}
 }
 
-// handoffTarget is the waiter a release of h's last hold hands the lock to,
-// or nil for a plain release.
-func (a *lockActor) handoffTarget(h *hold, o *op) *request {
-	if o.grant == nil || h.count != 1 || a.handoffs >= a.env.MaxHandoffs || a.queue.Len() == 0 {
-		return nil
+// acquireCall is one attempt of r, as a call to run off the actor; it
+// captures everything it needs now. A re-attempt (after an unknown outcome)
+// tells the script the count seen, so the hold is not counted twice.
+func (a *lockActor) acquireCall(r *request, seen int64) func(ctx context.Context, retry bool) (scripts.Grant, error) {
+	args := scripts.AcquireArgs{
+		Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
 	}
-	next := a.queue.Remove(a.queue.Front()).(*request)
-	next.elem = nil
-	return next
+	rdb, wait, enqueue, write := a.env.Redis, a.env.FairWait, !r.tryOnce, r.write()
+	fam := a.fam
+	return func(ctx context.Context, retry bool) (scripts.Grant, error) {
+		if retry {
+			args.Seen = seen
+		}
+		switch fam {
+		case famFair:
+			return scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: args, Wait: wait, Enqueue: enqueue})
+		case famRW:
+			if write {
+				return scripts.AcquireWrite(ctx, rdb, args)
+			}
+			return scripts.AcquireRead(ctx, rdb, args)
+		}
+		return scripts.AcquireLock(ctx, rdb, args)
+	}
 }
 
-func (a *lockActor) startHandoff(o *op, next *request) {
-	o.kind, o.req, o.fromQueue = opHandoff, next, true
-	a.inflight = o
-	args := scripts.HandoffArgs{
-		Name: a.key.Name, From: o.owner, RequestID: o.requestID, LatchTTL: a.env.LatchTTL,
-		To: scripts.AcquireArgs{
-			Owner: next.owner, Lease: next.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
-		},
+// releaseTarget is the local waiter a release may hand the lock to in the
+// same script, or nil. The reentrant lock hands it to its head when the
+// owner releases its last hold, at most MaxHandoffs times in a row, then
+// releases publicly so waiters in other processes get their turn. The fair
+// lock offers it to its earliest local waiter; the script grants it only if
+// that waiter is the queue's head, so the global order holds. The
+// read-write lock wakes its local waiters instead.
+func (a *lockActor) releaseTarget(h *hold, o *op) *request {
+	if o.grant == nil || h == nil || h.count != 1 || a.queue.Len() == 0 {
+		return nil
 	}
-	a.call(o, func(ctx context.Context, d *opDone, attempt int) (err error) {
-		if attempt > 0 {
-			args.To.Seen = 0
+	next := a.queue.Front().Value.(*request)
+	if next.inflight || next.owner == o.owner {
+		return nil
+	}
+	switch a.fam {
+	case famLock:
+		if a.handoffs < a.env.MaxHandoffs {
+			return next
 		}
-		d.handoff, err = scripts.HandoffLock(ctx, a.env.Redis, args)
-		return err
-	})
+	case famFair:
+		if next.enqueued {
+			return next
+		}
+	}
+	return nil
+}
+
+// releaseCall runs release (or undo) o off the actor. For a hand-off it
+// also returns the grant of o.req.
+func (a *lockActor) releaseCall(o *op) func(ctx context.Context, retry bool) (scripts.Unlock, scripts.Grant, error) {
+	args := scripts.UnlockArgs{
+		Name: a.key.Name, Owner: o.owner, RequestID: o.requestID, Holds: o.holds, IfCount: -1, LatchTTL: a.env.LatchTTL,
+	}
+	if o.kind == opUndo {
+		args.Holds, args.IfCount = 1, o.ifCount
+	}
+	var next scripts.AcquireArgs
+	if o.req != nil {
+		next = scripts.AcquireArgs{Owner: o.req.owner, Lease: o.req.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
+	}
+	rdb, wait, fam, write := a.env.Redis, a.env.FairWait, a.fam, o.write
+	return func(ctx context.Context, retry bool) (scripts.Unlock, scripts.Grant, error) {
+		switch {
+		case fam == famFair:
+			u, err := scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: args, Wait: wait, Next: next})
+			return u.Unlock, u.Next, err
+		case fam == famRW && write:
+			u, err := scripts.UnlockWrite(ctx, rdb, args)
+			return u, scripts.Grant{}, err
+		case fam == famRW:
+			u, err := scripts.UnlockRead(ctx, rdb, args)
+			return u, scripts.Grant{}, err
+		case next.Owner != "":
+			if retry {
+				next.Seen = 0
+			}
+			h, err := scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{
+				Name: args.Name, From: args.Owner, RequestID: args.RequestID, LatchTTL: args.LatchTTL, To: next,
+			})
+			return scripts.Unlock{State: h.Released}, h.Next, err
+		}
+		u, err := scripts.UnlockLock(ctx, rdb, args)
+		return u, scripts.Grant{}, err
+	}
+}
+
+func (a *lockActor) forceCall(write bool) func(ctx context.Context) (bool, error) {
+	rdb, name, fam := a.env.Redis, a.key.Name, a.fam
+	return func(ctx context.Context) (bool, error) {
+		switch fam {
+		case famFair:
+			return scripts.ForceUnlockFair(ctx, rdb, name)
+		case famRW:
+			return scripts.ForceUnlockRW(ctx, rdb, name, write)
+		}
+		return scripts.ForceUnlockLock(ctx, rdb, name)
+	}
 }
 
 // call runs one script off the actor, re-attempting while its outcome is
@@ -550,15 +735,18 @@ func (a *lockActor) done(ctx actor.Context, d *opDone) {
 		return
 	}
 	a.inflight = nil
+	if d.op.req != nil {
+		d.op.req.inflight = false
+	}
 	switch d.op.kind {
 	case opAttempt:
 		a.attempted(ctx, d)
 	case opRelease:
 		a.released(ctx, d)
-	case opHandoff:
-		a.handedOff(ctx, d)
 	case opUndo:
 		a.undone(d)
+	case opLeave:
+		a.left(d)
 	case opForce:
 		a.forced(ctx, d)
 	}
@@ -567,19 +755,20 @@ func (a *lockActor) done(ctx actor.Context, d *opDone) {
 func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 	r := d.op.req
 	if d.err != nil {
-		// The attempt may have taken effect: undo exactly that, then report.
-		if mayHaveRun(d.err) {
-			a.undo(r.owner, d.op.seen+1)
-		}
 		if !r.answered {
 			a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("actorlock: acquire %q: %w", a.key.Name, d.err)})
+		}
+		// The attempt may have taken effect: undo exactly that.
+		if mayHaveRun(d.err) {
+			a.undo(r.owner, r.write(), d.op.seen+1)
+			a.leaveIfQueued(r, true)
 		}
 		return
 	}
 	g := d.grant
 	if g.Acquired {
 		if r.answered {
-			a.undo(r.owner, g.HoldCount)
+			a.undo(r.owner, r.write(), g.HoldCount)
 			return
 		}
 		if a.holds[r.owner] == nil {
@@ -588,21 +777,31 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 		a.granted(ctx, r, g, d.sentAt)
 		return
 	}
-	if h := a.holds[r.owner]; h != nil {
+	if h := a.holds[r.owner]; h != nil && !a.upgrade(r) {
 		// A re-entry found another owner in Redis: this hold is gone.
 		a.lost(ctx, h, "the lock is held by another owner")
 	}
 	if r.answered {
+		a.leaveIfQueued(r, !r.tryOnce)
 		return
 	}
 	if r.tryOnce {
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: g.HolderTTL})
 		return
 	}
-	// Back to the head of the queue until something suggests the lock may
-	// be free: an unlock message, or the holder's lease running out (which
-	// also bounds what a missed message costs).
-	r.elem = a.queue.PushFront(r)
+	if r.elem == nil {
+		// A re-entry whose hold turned out lost waits like anyone else.
+		r.elem = a.queue.PushFront(r)
+	}
+	if a.fam == famFair {
+		r.enqueued = true
+		if a.queue.Front().Value.(*request) != r {
+			return // it waits for those ahead of it here, who wait for their turn
+		}
+	}
+	// The head waits until something suggests it may succeed: an unlock
+	// message, or the holder's lease (the fair lock: the turn of those
+	// ahead) running out, which also bounds what a missed message costs.
 	a.headReady = false
 	a.contended = true
 	a.armRetry(g.HolderTTL)
@@ -617,10 +816,14 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 			a.watch(ctx, r.from)
 		}
 	}
-	h.count = g.HoldCount
+	if r.write() {
+		h.writes = g.HoldCount
+	} else {
+		h.count = g.HoldCount
+	}
 	lease := r.leaseOr(a.env.Watchdog)
 	h.extend(sentAt.Add(lease - drift(lease)))
-	gr := &grant{goID: r.goID, token: g.Token, watchdog: r.lease == 0, end: r.end}
+	gr := &grant{goID: r.goID, token: g.Token, watchdog: r.lease == 0, write: r.write(), end: r.end}
 	h.grants = append(h.grants, gr)
 	if gr.watchdog {
 		h.watchdogs++
@@ -631,13 +834,16 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	// Requests of this owner still queued are re-entries now.
 	for e := a.queue.Front(); e != nil; {
 		next := e.Next()
-		if q := e.Value.(*request); q.owner == r.owner {
+		if q := e.Value.(*request); q.owner == r.owner && !q.inflight && !a.upgrade(q) {
 			a.queue.Remove(e)
 			q.elem = nil
 			a.ops = append(a.ops, &op{kind: opAttempt, req: q})
 		}
 		e = next
 	}
+	// Readers behind a granted reader may share the lock: let the next one
+	// try at once.
+	a.headReady = a.fam == famRW
 }
 
 func (a *lockActor) released(ctx actor.Context, d *opDone) {
@@ -645,6 +851,11 @@ func (a *lockActor) released(ctx actor.Context, d *opDone) {
 	h := a.holds[o.owner]
 	if d.err != nil {
 		a.releaseFailed(o, h, d.err)
+		if o.req != nil && mayHaveRun(d.err) {
+			// The waiter may hold it now without knowing: undo, then retry.
+			a.undo(o.req.owner, o.req.write(), 1)
+			a.headReady = true
+		}
 		return
 	}
 	switch d.unlock.State {
@@ -652,33 +863,62 @@ func (a *lockActor) released(ctx actor.Context, d *opDone) {
 		if h != nil {
 			a.dropHold(ctx, h)
 		}
-		a.handoffs = 0
-		a.afterPublicRelease(d.unlock.Heard)
 		a.endGrant(o.grant, ErrUnlocked)
 		o.reply(ReleaseResult{Released: true})
+		a.releasedTo(ctx, o.req, d)
 	case scripts.StillHeld:
 		a.endGrant(o.grant, ErrUnlocked)
-		o.reply(ReleaseResult{HoldCount: a.stillHeld(ctx, h, o.holds)})
+		o.reply(ReleaseResult{HoldCount: a.stillHeld(ctx, h, o)})
 	default:
 		a.releasedLost(ctx, o, h)
 	}
 }
 
-// stillHeld accounts for a release after which Redis still counts holds of
-// the owner, and returns that count. Holds without a grant here belong to
-// someone else acting as the same owner (say the Redisson thread whose id a
-// handle borrowed): this runtime no longer holds the lock, so it neither
-// renews it nor keeps its waiters from contending.
-func (a *lockActor) stillHeld(ctx actor.Context, h *hold, released int64) int64 {
-	if h == nil {
-		return 1
+// releasedTo follows a release that freed the lock: the hand-off's grant,
+// or letting local waiters try.
+func (a *lockActor) releasedTo(ctx actor.Context, next *request, d *opDone) {
+	switch {
+	case d.next.Acquired && next.answered:
+		a.undo(next.owner, next.write(), d.next.HoldCount)
+		a.headReady = true
+	case d.next.Acquired:
+		a.handoffs++
+		a.granted(ctx, next, d.next, d.sentAt)
+	case a.fam == famFair:
+		// The script told the head of the Redis queue; if that is one of
+		// ours, its channel message wakes it.
+	default:
+		a.handoffs = 0
+		a.afterPublicRelease(d.unlock.Heard)
 	}
-	h.count = max(h.count-released, 1)
+}
+
+// stillHeld accounts for a release after which Redis still counts holds (of
+// the owner, or for the read-write lock of anyone), and returns the owner's
+// remaining count. Holds without a grant here belong to someone else acting
+// as the same owner (say the Redisson thread whose id a handle borrowed):
+// this runtime no longer holds the lock, so it neither renews it nor keeps
+// its waiters from contending.
+func (a *lockActor) stillHeld(ctx actor.Context, h *hold, o *op) int64 {
+	if h == nil {
+		return 0
+	}
+	switch {
+	case a.fam != famRW:
+		h.count = max(h.count-o.holds, 1)
+	case o.write:
+		h.writes = max(h.writes-o.holds, 0)
+		a.headReady = true // local readers may share what the write left
+	default:
+		h.count = max(h.count-o.holds, 0)
+	}
+	a.syncRenewal(h)
 	if len(h.grants) == 0 {
 		a.dropHold(ctx, h)
 		a.headReady = true
+		return 0
 	}
-	return h.count
+	return h.counted(o.write)
 }
 
 // releasedLost: the owner held nothing when its unlock ran (it expired or was
@@ -728,65 +968,10 @@ func (a *lockActor) releaseFailed(o *op, h *hold, err error) {
 	o.reply(ReleaseResult{Err: fmt.Errorf("actorlock: unlock %q: %w", a.key.Name, err)})
 }
 
-func (a *lockActor) handedOff(ctx actor.Context, d *opDone) {
-	o, next := d.op, d.op.req
-	h := a.holds[o.owner]
-	if d.err != nil {
-		a.releaseFailed(o, h, d.err)
-		// The next owner may hold it now without knowing: undo, then retry.
-		if mayHaveRun(d.err) {
-			a.undo(next.owner, 1)
-		}
-		a.requeue(next, true)
-		return
-	}
-	switch d.handoff.Released {
-	case scripts.NotOwner:
-		a.releasedLost(ctx, o, h)
-		a.requeue(next, true)
-	case scripts.StillHeld:
-		a.endGrant(o.grant, ErrUnlocked)
-		o.reply(ReleaseResult{HoldCount: a.stillHeld(ctx, h, 1)})
-		a.requeue(next, a.headReady)
-	default:
-		if h != nil {
-			a.dropHold(ctx, h)
-		}
-		a.endGrant(o.grant, ErrUnlocked)
-		o.reply(ReleaseResult{Released: true})
-		g := d.handoff.Next
-		switch {
-		case !g.Acquired:
-			a.requeue(next, false)
-			a.armRetry(g.HolderTTL)
-		case next.answered:
-			a.undo(next.owner, g.HoldCount)
-			a.headReady = true
-		default:
-			a.handoffs++
-			a.granted(ctx, next, g, d.sentAt)
-		}
-	}
-}
-
-// requeue puts a waiter whose hand-off did not happen back at the head.
-func (a *lockActor) requeue(r *request, ready bool) {
-	if r.answered {
-		return
-	}
-	r.elem = a.queue.PushFront(r)
-	a.headReady = ready
-}
-
 func (a *lockActor) undone(d *opDone) {
 	o := d.op
 	if d.err != nil {
-		// Keep trying until the hold would have expired anyway: nobody
-		// renews it, so the lease bounds what an unreachable Redis costs.
-		// Closing does not wait that long.
-		if time.Now().Before(o.giveUpAt) && !a.draining {
-			a.timers.SendOnce(100*time.Millisecond, a.self, &undoDue{op: o})
-		}
+		a.retryLater(o)
 		return
 	}
 	if d.unlock.State == scripts.Released {
@@ -794,10 +979,28 @@ func (a *lockActor) undone(d *opDone) {
 	}
 }
 
+func (a *lockActor) left(d *opDone) {
+	if d.err != nil {
+		a.retryLater(d.op)
+	}
+}
+
+// retryLater re-runs an undo or leave that Redis did not answer, until the
+// hold or queue place would have expired anyway: nobody renews it, so its
+// lease (or the fair wait) bounds what an unreachable Redis costs. Closing
+// does not wait that long.
+func (a *lockActor) retryLater(o *op) {
+	if time.Now().Before(o.giveUpAt) && !a.draining {
+		a.timers.SendOnce(100*time.Millisecond, a.self, &undoDue{op: o})
+	}
+}
+
 func (a *lockActor) forced(ctx actor.Context, d *opDone) {
-	if d.err == nil && d.forced {
+	if d.err == nil && d.done {
 		for _, h := range a.holds {
-			a.lost(ctx, h, "the lock was force-unlocked")
+			if a.fam != famRW || (h.writes > 0) == d.op.write {
+				a.lost(ctx, h, "the lock was force-unlocked")
+			}
 		}
 		a.headReady = true
 	}
@@ -805,19 +1008,38 @@ func (a *lockActor) forced(ctx actor.Context, d *opDone) {
 	if err != nil {
 		err = fmt.Errorf("actorlock: force unlock %q: %w", a.key.Name, err)
 	}
-	d.op.onForce <- ForceUnlockResult{WasLocked: d.forced, Err: err}
+	d.op.onForce <- ForceUnlockResult{WasLocked: d.done, Err: err}
 }
 
 // undo gives back a hold of owner taken by an attempt whose caller is gone
 // or whose outcome is unknown, but only while the owner's count is ifCount,
 // so a newer hold is never touched. It runs before anything else.
-func (a *lockActor) undo(owner string, ifCount int64) {
-	o := &op{
-		kind: opUndo, owner: owner, ifCount: ifCount,
+func (a *lockActor) undo(owner string, write bool, ifCount int64) {
+	a.ops = append([]*op{{
+		kind: opUndo, owner: owner, write: write, ifCount: ifCount,
 		requestID: a.env.NewRequestID(),
 		giveUpAt:  time.Now().Add(a.env.Watchdog + a.env.CallTimeout),
+	}}, a.ops...)
+}
+
+// leaveIfQueued takes an abandoned fair waiter out of the Redis queue (if it
+// may have joined it), so that nobody waits behind a place nobody will take.
+// Not while another request of the same owner still waits: the owner has
+// one place.
+func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) {
+	if a.fam != famFair || r.left || !(r.enqueued || mayHaveJoined) {
+		return
 	}
-	a.ops = append([]*op{o}, a.ops...)
+	for _, p := range a.pending {
+		if p.owner == r.owner {
+			return
+		}
+	}
+	r.left = true
+	a.ops = append([]*op{{
+		kind: opLeave, owner: r.owner,
+		giveUpAt: time.Now().Add(a.env.FairWait + a.env.CallTimeout),
+	}}, a.ops...)
 }
 
 // ---- holds -----------------------------------------------------------------
@@ -828,24 +1050,29 @@ func (h *hold) extend(until time.Time) {
 	}
 }
 
-func (a *lockActor) heldLocally() bool { return len(a.holds) > 0 }
-
-// localTTL is how long the local holder's hold stays valid, for a TryAcquire
+// localTTL is how long a local holder's hold stays valid, for a TryAcquire
 // refused without asking Redis.
 func (a *lockActor) localTTL() time.Duration {
+	ttl := time.Duration(-1)
 	for _, h := range a.holds {
-		return max(time.Until(h.validUntil), 0)
+		ttl = max(ttl, time.Until(h.validUntil), 0)
 	}
-	return -1
+	return ttl
 }
 
-// syncRenewal keeps the watchdog registration of h in line with its grants.
+// syncRenewal keeps the watchdog registration of h in line with its grants
+// (and, for a read-write lock, with its read count, whose keys it renews).
 func (a *lockActor) syncRenewal(h *hold) {
 	switch {
-	case h.watchdogs > 0 && h.gen == 0:
-		a.gens++
-		h.gen = a.gens
-		a.env.System.Root.Send(a.env.renewal, &RenewRegister{Name: a.key.Name, Owner: h.owner, Gen: h.gen, Lock: a.self})
+	case h.watchdogs > 0 && (h.gen == 0 || h.renewReads != h.count):
+		if h.gen == 0 {
+			a.gens++
+			h.gen = a.gens
+		}
+		h.renewReads = h.count
+		a.env.System.Root.Send(a.env.renewal, &RenewRegister{
+			Name: a.key.Name, Owner: h.owner, Gen: h.gen, Lock: a.self, RW: a.fam == famRW, Reads: h.count,
+		})
 	case h.watchdogs == 0 && h.gen != 0:
 		a.env.System.Root.Send(a.env.renewal, &RenewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
 		h.gen = 0
@@ -871,7 +1098,11 @@ func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
 		token = max(token, g.token)
 	}
 	if h.from != nil {
-		ctx.Send(h.from, &messages.LockLost{Name: a.key.Name, Kind: a.key.Kind, Owner: h.owner, Reason: reason, FencingToken: token})
+		kind := a.key.Kind
+		if h.writes > 0 {
+			kind = messages.Kind_KIND_WRITE
+		}
+		ctx.Send(h.from, &messages.LockLost{Name: a.key.Name, Kind: kind, Owner: h.owner, Reason: reason, FencingToken: token})
 	}
 	a.dropHold(ctx, h)
 	a.headReady = true
@@ -945,20 +1176,33 @@ func (a *lockActor) stopRetry() {
 
 // ---- replies ---------------------------------------------------------------
 
-// answer replies to a pending request once and forgets it.
+// answer replies to a pending request once and forgets it. An abandoned fair
+// waiter that is not in flight gives up its place now; one in flight does
+// when its attempt's outcome comes back.
 func (a *lockActor) answer(ctx actor.Context, r *request, res AcquireResult) {
+	a.forget(r)
+	a.deliver(r, res)
+	if r.from != nil {
+		a.unwatch(ctx, r.from)
+	}
+	if res.Err != nil && !r.inflight {
+		a.leaveIfQueued(r, false)
+	}
+}
+
+// forget drops a request from the books without replying.
+func (a *lockActor) forget(r *request) {
 	r.answered = true
 	delete(a.pending, r.key)
 	if r.stopTimer != nil {
 		r.stopTimer()
 	}
 	if r.elem != nil {
+		if a.queue.Front() == r.elem {
+			a.headReady = true // the next waiter may try
+		}
 		a.queue.Remove(r.elem)
 		r.elem = nil
-	}
-	a.deliver(r, res)
-	if r.from != nil {
-		a.unwatch(ctx, r.from)
 	}
 }
 
@@ -966,6 +1210,9 @@ func (a *lockActor) deliver(r *request, res AcquireResult) {
 	if r.reply != nil {
 		r.reply <- res
 		return
+	}
+	if r.from == nil {
+		return // its caller is gone
 	}
 	resp := &messages.AcquireResponse{RequestId: r.protoID, Error: protoError(res.Err), HoldCount: res.HoldCount}
 	if res.Err == nil {
@@ -1011,7 +1258,10 @@ func (a *lockActor) ownerStopped(ctx actor.Context, who *actor.PID) {
 	for _, r := range a.pending {
 		if r.from != nil && pidKey(r.from) == k {
 			r.reply, r.from = nil, nil // nobody to tell
-			a.markAnswered(r)
+			a.forget(r)
+			if !r.inflight {
+				a.leaveIfQueued(r, false)
+			}
 		}
 	}
 	for _, h := range a.holds {
@@ -1021,55 +1271,61 @@ func (a *lockActor) ownerStopped(ctx actor.Context, who *actor.PID) {
 	}
 }
 
-// markAnswered forgets a request without replying (its caller is gone).
-func (a *lockActor) markAnswered(r *request) {
-	r.answered = true
-	delete(a.pending, r.key)
-	if r.stopTimer != nil {
-		r.stopTimer()
-	}
-	if r.elem != nil {
-		a.queue.Remove(r.elem)
-		r.elem = nil
-	}
-}
-
 // releaseAll ends every grant of h and queues the release of all its holds.
 func (a *lockActor) releaseAll(h *hold, cause error) {
 	for _, g := range h.grants {
 		a.endGrant(g, cause)
 	}
-	a.ops = append(a.ops, &op{
-		kind: opRelease, owner: h.owner, holds: max(h.count, 1),
-		requestID: a.env.NewRequestID(),
-	})
+	for _, write := range []bool{false, true} {
+		if n := h.counted(write); n > 0 || (a.fam != famRW && !write) {
+			a.ops = append(a.ops, &op{
+				kind: opRelease, owner: h.owner, write: write, holds: max(n, 1), requestID: a.env.NewRequestID(),
+			})
+		}
+	}
 	h.grants, h.watchdogs, h.from = nil, 0, nil
 	a.syncRenewal(h)
 }
 
 // ---- subscription, idleness, shutdown --------------------------------------
 
-// syncSubscription keeps this actor subscribed to the unlock channel while
-// local requests wait for a lock another owner holds. An uncontended
-// acquisition never subscribes; a contended name stays subscribed until its
-// queue empties, so a busy lock does not subscribe once per hand-over.
+// syncSubscription keeps this actor subscribed, while local requests wait
+// for a lock another owner holds, to where its wake-ups come from. An
+// uncontended acquisition never subscribes; a contended name stays
+// subscribed until its queue empties, so a busy lock does not subscribe once
+// per hand-over. The fair lock follows its earliest local waiter (see
+// fairTopic).
 func (a *lockActor) syncSubscription(ctx actor.Context) {
-	waiting := a.queue.Len() > 0 || (a.inflight != nil && a.inflight.fromQueue)
-	if !waiting {
+	if a.queue.Len() == 0 {
 		a.contended = false
 	}
-	switch {
-	case waiting && a.contended && !a.subscribed:
-		a.subscribed = true
-		ctx.Send(a.env.router, &Subscribe{Topic: a.channel, Subscriber: a.self})
-	case !a.contended && a.subscribed:
-		a.subscribed, a.live = false, false
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.channel, Subscriber: a.self})
+	want := a.wantTopic()
+	if want == a.subscribed {
+		return
+	}
+	if a.subscribed != (Topic{}) {
+		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
+	}
+	a.subscribed, a.live = want, false
+	if want != (Topic{}) {
+		ctx.Send(a.env.router, &Subscribe{Topic: want, Subscriber: a.self})
 	}
 }
 
+func (a *lockActor) wantTopic() Topic {
+	switch {
+	case a.fam == famFair:
+		return a.fairTopic()
+	case !a.contended:
+		return Topic{}
+	case a.fam == famRW:
+		return Topic{Name: scripts.RWChannel(a.key.Name)}
+	}
+	return Topic{Name: scripts.LockChannel(a.key.Name)}
+}
+
 func (a *lockActor) idle() bool {
-	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && !a.subscribed
+	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && a.subscribed == (Topic{})
 }
 
 // syncIdle arms the receive timeout exactly while idle; when it fires the
@@ -1114,20 +1370,17 @@ func (a *lockActor) stop(ctx actor.Context) {
 	}
 	for _, o := range a.ops {
 		if o.kind == opRelease && o.grant == nil {
-			args := scripts.UnlockArgs{
-				Name: a.key.Name, Owner: o.owner, RequestID: o.requestID, Holds: o.holds,
-				IfCount: -1, LatchTTL: a.env.LatchTTL,
-			}
+			release := a.releaseCall(o)
 			a.env.goCall(nil, func(ctx context.Context) any {
-				_, _ = scripts.UnlockLock(ctx, a.env.Redis, args)
+				_, _, _ = release(ctx, false)
 				return nil
 			})
 		}
 	}
 	a.ops = nil
-	if a.subscribed {
-		a.subscribed, a.live = false, false
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.channel, Subscriber: a.self})
+	if a.subscribed != (Topic{}) {
+		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
+		a.subscribed = Topic{}
 	}
 }
 

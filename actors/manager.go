@@ -48,13 +48,13 @@ var lockSupervision = actor.NewOneForOneStrategy(0, time.Second, func(any) actor
 func (m *manager) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case routed:
-		switch {
+		switch key := familyKey(msg.lockKey()); {
 		case m.draining:
 			refuseClosed(msg)
-		case m.locks[msg.lockKey()] == nil && !spawns(msg):
+		case m.locks[key] == nil && !spawns(msg):
 			refuseStale(msg)
 		default:
-			m.route(ctx, msg.lockKey())
+			m.route(ctx, key)
 		}
 	case *messages.AcquireRequest:
 		if err := validateAcquire(msg, ctx.Sender()); err != nil {
@@ -132,7 +132,7 @@ func (m *manager) route(ctx actor.Context, key LockKey) {
 // refusal builds the answer; a nil refusal, or a nil error passed to it for
 // "nothing here", answers nothing or refuses as the message requires.
 func (m *manager) routeMessage(ctx actor.Context, kind messages.Kind, name string, spawn bool, refusal func(error) any) {
-	key := LockKey{Kind: kind, Name: name}
+	key := familyKey(LockKey{Kind: kind, Name: name})
 	err := validateTarget(kind, name, ctx.Sender())
 	if err == nil && m.draining {
 		err = ErrClosed
@@ -212,7 +212,9 @@ func validateTarget(kind messages.Kind, name string, sender *actor.PID) error {
 	if sender == nil {
 		return fmt.Errorf("%w: no sender; send requests with Context.Request", ErrInvalidArgument)
 	}
-	if kind != messages.Kind_KIND_LOCK {
+	switch kind {
+	case messages.Kind_KIND_LOCK, messages.Kind_KIND_FAIR, messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
+	default:
 		return fmt.Errorf("%w: lock kind %v is not supported", ErrInvalidArgument, kind)
 	}
 	return ValidateName(name)

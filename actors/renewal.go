@@ -13,12 +13,16 @@ import (
 )
 
 // RenewRegister asks the watchdog to renew Owner's hold of lock Name until
-// RenewCancel with the same Gen. Lock is told about every renewal.
+// RenewCancel with the same Gen. Lock is told about every renewal. Sent
+// again with the same Gen, it updates the registration (a read-write lock's
+// read count, whose read-hold keys are renewed too).
 type RenewRegister struct {
 	Name  string
 	Owner string
 	Gen   uint64
 	Lock  *actor.PID
+	RW    bool  // a read-write lock
+	Reads int64 // its read holds
 }
 
 // RenewCancel stops renewing registration Gen.
@@ -56,8 +60,10 @@ type renewKey struct{ name, owner string }
 
 type renewEntry struct {
 	renewKey
-	gen  uint64
-	lock *actor.PID
+	gen   uint64
+	lock  *actor.PID
+	rw    bool
+	reads int64
 }
 
 // renewal is the watchdog: one ticker for every watchdog-held lock of the
@@ -84,7 +90,9 @@ func (r *renewal) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		r.stopTicker()
 	case *RenewRegister:
-		r.entries[renewKey{m.Name, m.Owner}] = &renewEntry{renewKey: renewKey{m.Name, m.Owner}, gen: m.Gen, lock: m.Lock}
+		r.entries[renewKey{m.Name, m.Owner}] = &renewEntry{
+			renewKey: renewKey{m.Name, m.Owner}, gen: m.Gen, lock: m.Lock, rw: m.RW, reads: m.Reads,
+		}
 		r.syncTicker(ctx)
 	case *RenewCancel:
 		k := renewKey{m.Name, m.Owner}
@@ -135,16 +143,21 @@ func (r *renewal) renewAll(ctx actor.Context) {
 	})
 }
 
-// batches splits the entries into script calls: all keys of one call must
-// share a hash slot on a cluster.
+// batches splits the entries into script calls: one script per call (the
+// read-write lock's renews read-hold keys too), and all keys of one call in
+// one hash slot on a cluster.
 func (r *renewal) batches() [][]*renewEntry {
-	groups := map[uint16][]*renewEntry{}
+	type group struct {
+		rw   bool
+		slot uint16
+	}
+	groups := map[group][]*renewEntry{}
 	for _, e := range r.entries {
-		slot := uint16(0)
+		g := group{rw: e.rw}
 		if r.env.Cluster {
-			slot = hashSlot(e.name)
+			g.slot = hashSlot(e.name)
 		}
-		groups[slot] = append(groups[slot], e)
+		groups[g] = append(groups[g], e)
 	}
 	var out [][]*renewEntry
 	for _, g := range groups {
@@ -159,24 +172,45 @@ func (r *renewal) batches() [][]*renewEntry {
 
 func runRenewals(ctx context.Context, rdb redis.UniversalClient, lease time.Duration, batches [][]*renewEntry) *renewDone {
 	done := &renewDone{batches: batches, held: make([][]bool, len(batches))}
-	args := make([][]scripts.Renewal, len(batches))
+	// calls[i] queues batch i on a pipeline, or runs it alone (pipe nil)
+	// after the server answered NOSCRIPT.
+	calls := make([]func(pipe redis.Pipeliner) *redis.Cmd, len(batches))
 	for i, b := range batches {
-		args[i] = make([]scripts.Renewal, len(b))
+		if b[0].rw {
+			batch := make([]scripts.RWRenewal, len(b))
+			for j, e := range b {
+				batch[j] = scripts.RWRenewal{Name: e.name, Owner: e.owner, Reads: e.reads}
+			}
+			calls[i] = func(pipe redis.Pipeliner) *redis.Cmd {
+				if pipe == nil {
+					return scripts.RetryRenewRW(ctx, rdb, lease, batch)
+				}
+				return scripts.RenewRW(ctx, pipe, lease, batch)
+			}
+			continue
+		}
+		batch := make([]scripts.Renewal, len(b))
 		for j, e := range b {
-			args[i][j] = scripts.Renewal{Name: e.name, Owner: e.owner}
+			batch[j] = scripts.Renewal{Name: e.name, Owner: e.owner}
+		}
+		calls[i] = func(pipe redis.Pipeliner) *redis.Cmd {
+			if pipe == nil {
+				return scripts.RetryRenewLocks(ctx, rdb, lease, batch)
+			}
+			return scripts.RenewLocks(ctx, pipe, lease, batch)
 		}
 	}
 	// The validity of every renewed hold counts from before the call left.
 	done.sentAt = time.Now()
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(batches))
-	for i := range batches {
-		cmds[i] = scripts.RenewLocks(ctx, pipe, lease, args[i])
+	for i, call := range calls {
+		cmds[i] = call(pipe)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			cmd = scripts.RetryRenewLocks(ctx, rdb, lease, args[i])
+			cmd = calls[i](nil)
 		}
 		held, err := scripts.RenewResult(cmd, len(batches[i]))
 		if err != nil {

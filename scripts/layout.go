@@ -9,6 +9,9 @@ const (
 	lockChannelPrefix = "redisson_lock__channel"
 	unlockLatchPrefix = "redisson_unlock_latch"
 	tokenPrefix       = "redisson_lock_token"
+	fairQueuePrefix   = "redisson_lock_queue"
+	fairTimeoutPrefix = "redisson_lock_timeout"
+	rwChannelPrefix   = "redisson_rwlock"
 )
 
 // prefixed puts a Redisson prefix before a name wrapped in a hash tag, so the
@@ -32,4 +35,45 @@ func TokenKey(name string) string { return prefixed(tokenPrefix, name) }
 // request returns its first result instead of releasing twice.
 func UnlockLatchKey(name, requestID string) string {
 	return prefixed(unlockLatchPrefix, name) + ":" + requestID
+}
+
+// suffixed puts a suffix after a name wrapped in a hash tag (or after the
+// name as is if it contains '{'), as Redisson does for per-owner keys.
+func suffixed(name, suffix string) string {
+	if strings.Contains(name, "{") {
+		return name + ":" + suffix
+	}
+	return "{" + name + "}:" + suffix
+}
+
+// FairQueueKey is the fair lock's FIFO of waiting owners (a LIST).
+func FairQueueKey(name string) string { return prefixed(fairQueuePrefix, name) }
+
+// FairTimeoutKey holds each waiting owner's deadline in ms (a ZSET), after
+// which its queue entry is dropped: a waiter that died leaves the queue.
+func FairTimeoutKey(name string) string { return prefixed(fairTimeoutPrefix, name) }
+
+// FairChannel is where the fair lock tells owner that it is next: unlocks
+// publish only to the head waiter's channel.
+func FairChannel(name, owner string) string { return LockChannel(name) + ":" + owner }
+
+// RWChannel is the read-write lock's channel: "0" when a read unlock frees
+// it (wake one), "1" when a write unlock does (wake all).
+func RWChannel(name string) string { return prefixed(rwChannelPrefix, name) }
+
+// RWWriteField is the hash field counting owner's write holds.
+func RWWriteField(owner string) string { return owner + ":write" }
+
+// RWTimeoutPrefix prefixes the keys ("<prefix>:<n>") that bound each read
+// hold of owner, so that a reader that died stops counting once its lease
+// is over even while other readers keep the lock alive.
+func RWTimeoutPrefix(name, owner string) string { return suffixed(name, owner+":rwlock_timeout") }
+
+// rwKeyPrefix is what, followed by ":<owner>:rwlock_timeout:<n>", names the
+// read-hold keys of any owner (the unlock script walks them all).
+func rwKeyPrefix(name string) string {
+	if strings.Contains(name, "{") {
+		return name
+	}
+	return "{" + name + "}"
 }

@@ -55,17 +55,8 @@ type AcquireArgs struct {
 
 // AcquireLock takes or re-enters the reentrant lock in one round trip.
 func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
-	res, err := lockAcquire.evalOnce(ctx, c,
-		[]string{a.Name, TokenKey(a.Name)},
+	return grantScript(ctx, c, lockAcquire, []string{a.Name, TokenKey(a.Name)},
 		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL))
-	if err != nil {
-		return Grant{}, err
-	}
-	v, err := ints(res)
-	if err != nil {
-		return Grant{}, err
-	}
-	return grantOf(v)
 }
 
 func grantOf(v []int64) (Grant, error) {
@@ -109,21 +100,8 @@ type Unlock struct {
 
 // UnlockLock releases holds of the reentrant lock in one round trip.
 func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	res, err := lockUnlock.evalOnce(ctx, c,
-		[]string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
+	return unlockScript(ctx, c, lockUnlock, []string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
 		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
-	if err != nil {
-		return Unlock{}, err
-	}
-	v, err := ints(res)
-	if err != nil || len(v) == 0 || v[0] < -2 || v[0] > 1 {
-		return Unlock{}, fmt.Errorf("scripts: unexpected unlock reply %v", res)
-	}
-	u := Unlock{State: UnlockState(v[0])}
-	if len(v) > 1 {
-		u.Heard = v[1]
-	}
-	return u, nil
 }
 
 // HandoffArgs describes releasing one owner's last hold and granting the next.

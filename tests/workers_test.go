@@ -104,6 +104,9 @@ func runWorker(mode string) int {
 	if ms := envInt("WATCHDOG_MS"); ms > 0 {
 		opts = append(opts, actorlock.WithWatchdog(time.Duration(ms)*time.Millisecond))
 	}
+	if ms := envInt("FAIR_WAIT_MS"); ms > 0 {
+		opts = append(opts, actorlock.WithFairWaitTimeout(time.Duration(ms)*time.Millisecond))
+	}
 	rt, err := actorlock.New(rdb, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)

@@ -1,0 +1,116 @@
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+)
+
+var (
+	//go:embed fair.lua
+	fairLua string
+	//go:embed fair_acquire.lua
+	fairAcquireLua string
+	//go:embed fair_unlock.lua
+	fairUnlockLua string
+	//go:embed fair_leave.lua
+	fairLeaveLua string
+	//go:embed fair_force_unlock.lua
+	fairForceUnlockLua string
+
+	fairAcquire     = newScript(reentrantLua, fairLua, fairAcquireLua)
+	fairUnlock      = newScript(reentrantLua, fairLua, fairUnlockLua)
+	fairLeave       = newScript(fairLeaveLua)
+	fairForceUnlock = newScript(fairForceUnlockLua)
+)
+
+// FairAcquireArgs describes one attempt at a fair lock.
+type FairAcquireArgs struct {
+	AcquireArgs
+	Wait    time.Duration // how long a queued waiter keeps its place
+	Enqueue bool          // join the queue if the lock cannot be had now
+}
+
+// AcquireFair takes or re-enters the fair lock, or joins its queue.
+// HolderTTL of a refusal is about how long the owner may wait for its turn.
+func AcquireFair(ctx context.Context, c Client, a FairAcquireArgs) (Grant, error) {
+	enqueue := "0"
+	if a.Enqueue {
+		enqueue = "1"
+	}
+	return grantScript(ctx, c, fairAcquire,
+		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
+		ms(a.Lease), a.Owner, ms(a.Wait), optCount(a.Seen), ms(a.TokenTTL), enqueue)
+}
+
+// FairUnlockArgs describes one release of a fair lock.
+type FairUnlockArgs struct {
+	UnlockArgs
+	Wait time.Duration
+	// Next, if set, is the local waiter that gets the lock directly when it
+	// becomes free and Next is the queue's head.
+	Next AcquireArgs
+}
+
+// FairUnlock is the outcome of UnlockFair.
+type FairUnlock struct {
+	Unlock
+	Next Grant // Next.Acquired when the lock went straight to FairUnlockArgs.Next
+}
+
+// UnlockFair releases holds of the fair lock in one round trip.
+func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs) (FairUnlock, error) {
+	res, err := fairUnlock.evalOnce(ctx, c,
+		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), UnlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
+		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
+		ms(a.Wait), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL))
+	if err != nil {
+		return FairUnlock{}, err
+	}
+	v, err := ints(res)
+	if err != nil {
+		return FairUnlock{}, err
+	}
+	u, err := unlockOf(v)
+	if err != nil {
+		return FairUnlock{}, err
+	}
+	out := FairUnlock{Unlock: u}
+	if len(v) == 4 {
+		out.Next = Grant{Acquired: true, HoldCount: v[2], Token: v[3]}
+	}
+	return out, nil
+}
+
+// LeaveFair takes owner out of the fair lock's queue (a waiter gave up).
+func LeaveFair(ctx context.Context, c Client, name, owner string, wait time.Duration) (bool, error) {
+	res, err := fairLeave.evalOnce(ctx, c,
+		[]string{name, FairQueueKey(name), FairTimeoutKey(name)},
+		owner, ms(wait), LockChannel(name))
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// ForceUnlockFair deletes the fair lock whoever holds it; true if it was held.
+func ForceUnlockFair(ctx context.Context, c Client, name string) (bool, error) {
+	res, err := fairForceUnlock.evalOnce(ctx, c, []string{name, FairQueueKey(name)}, LockChannel(name))
+	if err != nil {
+		return false, err
+	}
+	return res == int64(1), nil
+}
+
+// unlockOf reads the {state[, heard, ...]} reply every unlock script gives.
+func unlockOf(v []int64) (Unlock, error) {
+	if len(v) == 0 || v[0] < -2 || v[0] > 1 {
+		return Unlock{}, fmt.Errorf("scripts: unexpected unlock reply %v", v)
+	}
+	u := Unlock{State: UnlockState(v[0])}
+	if len(v) > 1 {
+		u.Heard = v[1]
+	}
+	return u, nil
+}

@@ -1,0 +1,31 @@
+-- Take or re-enter a read hold of a read-write lock (after reentrant.lua).
+-- KEYS[1] lock HASH <name>: mode = read|write, <owner> = read holds,
+--         <owner>:write = write holds
+-- KEYS[2] fencing counter redisson_lock_token:{name}
+-- ARGV[1] lease ms
+-- ARGV[2] owner
+-- ARGV[3] owner's write field <owner>:write (a writer may also read:
+--         downgrade)
+-- ARGV[4] read-hold key prefix {name}:<owner>:rwlock_timeout; hold n is
+--         bounded by key <prefix>:<n>
+-- ARGV[5] owner's read count as last known, "" on a first attempt
+-- ARGV[6] fencing counter TTL ms, 0 = never expire
+-- Returns {1, readCount, token} or {0, pttl of the lock}.
+local lease = tonumber(ARGV[1])
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+end
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+local seen = tonumber(ARGV[5])
+if not (seen and count == seen + 1) then
+  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+end
+redis.call('set', ARGV[4] .. ':' .. count, 1, 'px', lease)
+if redis.call('pttl', KEYS[1]) < lease then
+  redis.call('pexpire', KEYS[1], lease)
+end
+return {1, count, next_token(KEYS[2], ARGV[6])}

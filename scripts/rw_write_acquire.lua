@@ -1,0 +1,29 @@
+-- Take or re-enter the write hold of a read-write lock (after
+-- reentrant.lua). A reader cannot upgrade: a held read (even its own) makes
+-- the lock unavailable to a writer.
+-- KEYS[1] lock HASH <name>
+-- KEYS[2] fencing counter redisson_lock_token:{name}
+-- ARGV[1] lease ms
+-- ARGV[2] owner's write field <owner>:write
+-- ARGV[3] owner's write count as last known, "" on a first attempt
+-- ARGV[4] fencing counter TTL ms, 0 = never expire
+-- Returns {1, writeCount, token} or {0, pttl of the lock}.
+local lease = tonumber(ARGV[1])
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], lease)
+  return {1, 1, next_token(KEYS[2], ARGV[4])}
+end
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+if mode ~= 'write' or count == 0 then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+local seen = tonumber(ARGV[3])
+if not (seen and count == seen + 1) then
+  count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+end
+if redis.call('pttl', KEYS[1]) < lease then
+  redis.call('pexpire', KEYS[1], lease)
+end
+return {1, count, next_token(KEYS[2], ARGV[4])}
