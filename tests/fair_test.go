@@ -316,4 +316,3 @@ func TestFairLocalWaitersShareOneSubscription(t *testing.T) {
 	close(got)
 	assert.Len(t, got, waiters)
 }
-
