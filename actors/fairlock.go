@@ -18,9 +18,11 @@ import "github.com/actorlock/actorlock/scripts"
 // the re-check that each (re)subscription triggers.
 
 // fairTopic is the channel of the earliest local waiter once it has a place
-// in the Redis queue.
+// in the Redis queue, while no local owner holds the lock: a local holder's
+// release hands the lock to that waiter directly when it is the head, so a
+// lock passed around in one process never subscribes.
 func (a *lockActor) fairTopic() Topic {
-	if a.queue.Len() == 0 {
+	if a.queue.Len() == 0 || len(a.holds) > 0 {
 		return Topic{}
 	}
 	head := a.queue.Front().Value.(*request)

@@ -26,7 +26,7 @@ func main() {
 // run is main without os.Exit, so that deferred calls run.
 func run() int {
 	d := defaultOptions()
-	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c, dq (delayed queue, actorlock only)")
+	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c; actorlock only: fair, rw, dq (delayed queue)")
 	contenders := flag.String("contenders", strings.Join(d.Contenders, ","), "comma-separated contenders, in print order")
 	flag.DurationVar(&d.Duration, "duration", d.Duration, "length of each uncontended run (a1, a32)")
 	flag.DurationVar(&d.ContendedDuration, "contended-duration", d.ContendedDuration, "length of each contended run (b, c)")
@@ -37,9 +37,13 @@ func run() int {
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile to `file` (the child processes of c are not profiled)")
 	flag.Parse()
 	d.Scenarios = splitList(*scenarios)
-	// dq (delayqueue.go) measures actorlock alone, outside the comparison.
-	dq := slices.Contains(d.Scenarios, "dq")
-	d.Scenarios = slices.DeleteFunc(d.Scenarios, func(s string) bool { return s == "dq" })
+	// dq (delayqueue.go), fair and rw (locks.go) measure actorlock alone,
+	// outside the comparison: the peers have no such primitives.
+	alone := map[string]bool{}
+	d.Scenarios = slices.DeleteFunc(d.Scenarios, func(s string) bool {
+		alone[s] = s == "dq" || s == "fair" || s == "rw"
+		return alone[s]
+	})
 	d.Contenders = splitList(*contenders)
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
@@ -55,7 +59,19 @@ func run() int {
 			return 1
 		}
 	}
-	if dq {
+	if alone["fair"] {
+		if err := runFairBench(os.Stdout, os.Stderr, d.ContendedDuration, d.Spin, d.Goroutines); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: fair:", err)
+			return 1
+		}
+	}
+	if alone["rw"] {
+		if err := runRWBench(os.Stdout, os.Stderr, d.ContendedDuration, d.Spin, d.Goroutines, 4); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: rw:", err)
+			return 1
+		}
+	}
+	if alone["dq"] {
 		if _, err := runDelayQueueBench(os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: dq:", err)
 			return 1
