@@ -43,9 +43,7 @@ type mover struct {
 	inflight bool
 	again    bool // a wake-up came while a move was in flight
 
-	dueSeq  uint64
-	dueStop scheduler.CancelFunc
-	dueAt   time.Time // when the armed due timer fires; zero: none
+	due deadline // the next due time known
 
 	safetyStop scheduler.CancelFunc
 
@@ -56,7 +54,6 @@ type mover struct {
 }
 
 type (
-	moveDue    struct{ seq uint64 }
 	moveSafety struct{}
 	moveDone   struct {
 		moved      scripts.Moved
@@ -84,7 +81,7 @@ func (q *mover) Receive(ctx actor.Context) {
 		q.safetyStop = q.timers.SendRepeatedly(SafetyInterval, SafetyInterval, q.self, &moveSafety{})
 		q.move()
 	case *actor.Stopping:
-		q.stopDue()
+		q.due.cancel()
 		if q.safetyStop != nil {
 			q.safetyStop()
 		}
@@ -102,9 +99,8 @@ func (q *mover) Receive(ctx actor.Context) {
 		q.move()
 	case *Published:
 		q.published(m.Payload)
-	case *moveDue:
-		if m.seq == q.dueSeq {
-			q.dueAt, q.dueStop = time.Time{}, nil
+	case *timerFired:
+		if q.due.fired(m) {
 			q.move()
 		}
 	case *moveSafety:
@@ -180,22 +176,7 @@ func (q *mover) published(payload string) {
 
 // arm keeps one due timer, at the earliest time asked for.
 func (q *mover) arm(wait time.Duration) {
-	at := time.Now().Add(wait)
-	if !q.dueAt.IsZero() && !at.Before(q.dueAt) {
-		return
-	}
-	q.stopDue()
-	q.dueSeq++
-	q.dueAt = at
-	q.dueStop = q.timers.SendOnce(wait, q.self, &moveDue{seq: q.dueSeq})
-}
-
-func (q *mover) stopDue() {
-	if q.dueStop != nil {
-		q.dueStop()
-		q.dueStop = nil
-	}
-	q.dueAt = time.Time{}
+	q.due.setEarliest(q.timers, q.self, time.Now().Add(wait))
 }
 
 // offer stores an item offered by message, answering its sender from the

@@ -59,11 +59,8 @@ type lockActor struct {
 	subscribed Topic // zero: none
 	live       bool  // the subscription is confirmed
 	yieldUntil time.Time
-	retrySeq   uint64
-	retryStop  scheduler.CancelFunc
-	validSeq   uint64
-	validStop  scheduler.CancelFunc
-	validAt    time.Time // when the validity timer fires; zero: not armed
+	retry      deadline // the contender's next try without a message
+	validity   deadline // the earliest validity deadline of the holds
 
 	draining bool
 	drained  func()
@@ -215,8 +212,6 @@ type watchRef struct {
 // timer messages; seq/request identity makes late firings harmless
 type (
 	waiterDeadline struct{ req *request }
-	retryDue       struct{ seq uint64 }
-	validityDue    struct{ seq uint64 }
 	undoDue        struct{ op *op }
 )
 
@@ -285,13 +280,11 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.done(ctx, m)
 	case *waiterDeadline:
 		a.deadlinePassed(ctx, m.req)
-	case *retryDue:
-		if m.seq == a.retrySeq {
+	case *timerFired:
+		switch {
+		case a.retry.fired(m):
 			a.headReady = true
-		}
-	case *validityDue:
-		if m.seq == a.validSeq {
-			a.validAt = time.Time{}
+		case a.validity.fired(m):
 			a.expireHolds(ctx)
 		}
 	case *undoDue:
@@ -522,7 +515,7 @@ func (a *lockActor) kick(ctx actor.Context) {
 		if r == nil {
 			break
 		}
-		a.stopRetry()
+		a.retry.cancel()
 		a.start(ctx, &op{kind: opAttempt, req: r, fromQueue: true})
 	}
 	a.syncSubscription(ctx)
@@ -1130,7 +1123,9 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 	a.armValidity()
 }
 
-// armValidity keeps one timer at the earliest validity deadline of all holds.
+// armValidity keeps one timer at the earliest validity deadline of all
+// holds; if it fires early (a renewal moved the deadline), expireHolds
+// re-arms it.
 func (a *lockActor) armValidity() {
 	var earliest time.Time
 	for _, h := range a.holds {
@@ -1138,22 +1133,9 @@ func (a *lockActor) armValidity() {
 			earliest = h.validUntil
 		}
 	}
-	if earliest.IsZero() || (!a.validAt.IsZero() && !earliest.Before(a.validAt)) {
-		// Nothing held, or the armed timer fires first and re-arms then.
-		return
+	if !earliest.IsZero() {
+		a.validity.setEarliest(a.timers, a.self, earliest)
 	}
-	a.stopValidity()
-	a.validSeq++
-	a.validAt = earliest
-	a.validStop = a.timers.SendOnce(time.Until(earliest), a.self, &validityDue{seq: a.validSeq})
-}
-
-func (a *lockActor) stopValidity() {
-	if a.validStop != nil {
-		a.validStop()
-		a.validStop = nil
-	}
-	a.validAt = time.Time{}
 }
 
 func (a *lockActor) armRetry(holderTTL time.Duration) {
@@ -1162,16 +1144,7 @@ func (a *lockActor) armRetry(holderTTL time.Duration) {
 		// is missed.
 		holderTTL = a.env.Watchdog
 	}
-	a.stopRetry()
-	a.retrySeq++
-	a.retryStop = a.timers.SendOnce(holderTTL, a.self, &retryDue{seq: a.retrySeq})
-}
-
-func (a *lockActor) stopRetry() {
-	if a.retryStop != nil {
-		a.retryStop()
-		a.retryStop = nil
-	}
+	a.retry.set(a.timers, a.self, holderTTL)
 }
 
 // ---- replies ---------------------------------------------------------------
@@ -1360,8 +1333,8 @@ func (a *lockActor) drain(ctx actor.Context) {
 // drain, or after a failure. In the last case whatever is still held is
 // released best effort, without waiting.
 func (a *lockActor) stop(ctx actor.Context) {
-	a.stopRetry()
-	a.stopValidity()
+	a.retry.cancel()
+	a.validity.cancel()
 	for _, r := range a.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}

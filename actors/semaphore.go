@@ -44,8 +44,7 @@ type semaphoreActor struct {
 	headReady  bool
 	contended  bool // the head was refused: wake-ups come by pub/sub
 	subscribed bool
-	retrySeq   uint64
-	retryStop  scheduler.CancelFunc
+	retry      deadline // the head's next try without a message
 }
 
 type semReq struct {
@@ -85,7 +84,6 @@ type (
 	}
 	semAttempted struct{ op *semOp }
 	semDeadline  struct{ r *semReq }
-	semRetry     struct{ seq uint64 }
 )
 
 func newSemaphoreActor(env *Env, key SvcKey) *semaphoreActor {
@@ -132,8 +130,8 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 		}
 	case *semAttempted:
 		a.attempted(ctx, m.op)
-	case *semRetry:
-		if m.seq == a.retrySeq {
+	case *timerFired:
+		if a.retry.fired(m) {
 			a.headReady = true
 		}
 	case *Subscribed:
@@ -203,7 +201,7 @@ func (a *semaphoreActor) kick() {
 			a.ops = a.ops[1:]
 		case a.headReady && a.fifo.Len() > 0:
 			a.headReady = false
-			a.stopRetry()
+			a.retry.cancel()
 			op = &semOp{req: a.head()}
 		default:
 			return
@@ -314,23 +312,14 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 }
 
 func (a *semaphoreActor) armRetry(d time.Duration) {
-	a.stopRetry()
-	a.retrySeq++
-	a.retryStop = a.timers.SendOnce(d, a.self, &semRetry{seq: a.retrySeq})
-}
-
-func (a *semaphoreActor) stopRetry() {
-	if a.retryStop != nil {
-		a.retryStop()
-		a.retryStop = nil
-	}
+	a.retry.set(a.timers, a.self, d)
 }
 
 // syncSubscription keeps the channel subscribed while a refused head waits.
 func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
 	if a.fifo.Len() == 0 {
 		a.contended = false
-		a.stopRetry()
+		a.retry.cancel()
 	}
 	switch {
 	case a.contended && !a.subscribed:
@@ -396,7 +385,7 @@ func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 }
 
 func (a *semaphoreActor) stop(ctx actor.Context) {
-	a.stopRetry()
+	a.retry.cancel()
 	a.idle.cancel()
 	for _, r := range a.pending {
 		a.answer(ctx, r, SemResult{Err: ErrClosed})
