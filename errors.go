@@ -30,6 +30,10 @@ var (
 	// comes with ErrNotAcquired: at once from TryAcquire and from Acquire
 	// without WaitTime, at the wait time otherwise.
 	ErrUpgrade = actors.ErrUpgrade
+	// ErrReplicaSync: with WithReplicaSync, too few replicas confirmed an
+	// acquisition in time, every attempt; it comes with ErrNotAcquired and
+	// nothing stays held.
+	ErrReplicaSync = actors.ErrReplicaSync
 )
 
 // ctxError is ctx's error, carrying its cause too when one was given, so that

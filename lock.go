@@ -50,15 +50,8 @@ func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, er
 }
 
 func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*Held, error) {
-	var ac acquireConfig
-	for _, o := range opts {
-		if o == nil {
-			ac.err = fmt.Errorf("%w: nil acquire option", ErrInvalidArgument)
-			continue
-		}
-		o(&ac)
-	}
-	if err := l.check(ctx, ac.err); err != nil {
+	ac, err := acquireOptions(opts)
+	if err := l.check(ctx, err); err != nil {
 		return nil, err
 	}
 	if try && ac.waitSet {

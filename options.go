@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/actors"
 )
 
 // Option configures a Runtime.
@@ -20,6 +22,7 @@ type config struct {
 	tokenTTL    time.Duration
 	handoffs    int
 	fairWait    time.Duration
+	replicaSync actors.ReplicaSync
 	err         error
 }
 
@@ -31,6 +34,7 @@ func defaultConfig() config {
 		tokenTTL:    24 * time.Hour,
 		handoffs:    8,
 		fairWait:    5 * time.Minute,
+		replicaSync: actors.ReplicaSync{Attempts: 3},
 	}
 }
 
@@ -142,6 +146,36 @@ func WithFairWaitTimeout(d time.Duration) Option {
 	}
 }
 
+// WithReplicaSync makes every lock acquisition wait (Redis WAIT) until at
+// least replicas replicas have it, for up to timeout: Redis replicates
+// asynchronously, so without it a failover right after an acquisition can
+// promote a replica that never saw the lock and let a second owner in. An
+// acquisition fewer replicas confirm is undone and tried again (see
+// WithReplicaSyncAttempts), then fails with ErrReplicaSync. Releases wait
+// too, without failing. Use it with a client of one master (single node or
+// Sentinel failover); keep timeout below the client's read timeout. Default:
+// off.
+func WithReplicaSync(replicas int, timeout time.Duration) Option {
+	return func(c *config) {
+		if replicas <= 0 || timeout <= 0 {
+			c.invalid("replica sync needs replicas and a timeout above 0, got %d and %v", replicas, timeout)
+		}
+		c.replicaSync.Replicas, c.replicaSync.Timeout = int64(replicas), timeout
+	}
+}
+
+// WithReplicaSyncAttempts sets how many times an acquisition too few
+// replicas confirmed is undone and tried again (after 20, 40, 80... ms)
+// before it fails with ErrReplicaSync. Default 3.
+func WithReplicaSyncAttempts(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.invalid("replica sync attempts %d is not positive", n)
+		}
+		c.replicaSync.Attempts = n
+	}
+}
+
 // LockOption configures a lock handle.
 type LockOption func(*lockConfig)
 
@@ -175,6 +209,18 @@ type acquireConfig struct {
 	waitSet bool
 	lease   time.Duration
 	err     error
+}
+
+func acquireOptions(opts []AcquireOption) (acquireConfig, error) {
+	var ac acquireConfig
+	for _, o := range opts {
+		if o == nil {
+			ac.err = fmt.Errorf("%w: nil acquire option", ErrInvalidArgument)
+			continue
+		}
+		o(&ac)
+	}
+	return ac, ac.err
 }
 
 // WaitTime bounds how long Acquire waits: when it is over, Acquire returns

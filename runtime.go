@@ -54,6 +54,7 @@ type Runtime struct {
 	ownSystem bool
 	actors    *actors.Handle
 	id        string
+	watchdog  time.Duration
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -84,7 +85,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), done: make(chan struct{})}
+	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, done: make(chan struct{})}
 	if rt.sys == nil {
 		rt.sys = actor.NewActorSystem(
 			// protoactor logs at INFO to stderr by default; a library must not.
@@ -111,6 +112,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		LatchTTL:    cfg.callTimeout,
 		MaxHandoffs: cfg.handoffs,
 		FairWait:    cfg.fairWait,
+		ReplicaSync: cfg.replicaSync,
 		Cluster:     cluster,
 	})
 	return rt, nil

@@ -51,8 +51,19 @@ type Config struct {
 	// while the waiters ahead take their turns (Redisson's
 	// fairLockWaitTimeout); a waiter that died is dropped after it.
 	FairWait time.Duration
+	// ReplicaSync, if Replicas > 0, has every lock script followed by WAIT:
+	// an acquisition that too few replicas confirm is undone and tried
+	// again, up to Attempts times.
+	ReplicaSync ReplicaSync
 	// Cluster groups batched renewals per hash slot.
 	Cluster bool
+}
+
+// ReplicaSync configures WAIT after lock scripts (see Config.ReplicaSync).
+type ReplicaSync struct {
+	Replicas int64
+	Timeout  time.Duration
+	Attempts int
 }
 
 // Env is Config plus the PIDs and the goroutine accounting that the actors of
@@ -97,6 +108,23 @@ func newEnv(cfg Config) *Env {
 
 // workerIdle is how long a call goroutine waits for more work before it ends.
 const workerIdle = time.Second
+
+// scriptClient is the client one lock script call runs on, and how to read
+// how many replicas confirmed its writes (-1: not asked). With replica sync
+// it is a scripts.Synced of its own, so calls never share a count.
+func (e *Env) scriptClient() (scripts.Client, func() int64) {
+	if e.ReplicaSync.Replicas <= 0 {
+		return e.Redis, func() int64 { return -1 }
+	}
+	s := &scripts.Synced{UniversalClient: e.Redis, Replicas: e.ReplicaSync.Replicas, Timeout: e.ReplicaSync.Timeout}
+	return s, func() int64 { return s.Acked }
+}
+
+// unsynced reports whether acked (from scriptClient) falls short of the
+// replicas required.
+func (e *Env) unsynced(acked int64) bool {
+	return e.ReplicaSync.Replicas > 0 && acked < e.ReplicaSync.Replicas
+}
 
 // NewRequestID returns an id unique among this runtime's requests, for the
 // unlock latch (which is per lock name, so runtime-unique is enough).

@@ -18,6 +18,7 @@ var (
 	ErrUnlocked        = errors.New("actorlock: already unlocked")
 	ErrCanceled        = errors.New("actorlock: request cancelled")
 	ErrUpgrade         = errors.New("actorlock: a read holder cannot take the write lock (upgrade)")
+	ErrReplicaSync     = errors.New("actorlock: too few replicas confirmed the lock")
 )
 
 func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }

@@ -117,6 +117,7 @@ type request struct {
 	elem      *list.Element // in the queue
 	stopTimer scheduler.CancelFunc
 	inflight  bool // an attempt for it is in flight
+	unsynced  int  // grants undone because too few replicas confirmed them
 	enqueued  bool // fair lock: it has a place in the Redis queue
 	left      bool // fair lock: its place has been given up
 	answered  bool // a success arriving now must be given back
@@ -200,6 +201,7 @@ type opDone struct {
 	grant  scripts.Grant // attempt
 	unlock scripts.Unlock
 	next   scripts.Grant // release: the lock went straight to op.req
+	acked  int64         // replicas that confirmed the script (-1: not asked)
 	done   bool          // force: a lock was deleted; leave: the owner was queued
 	err    error
 }
@@ -212,7 +214,7 @@ type watchRef struct {
 // timer messages; seq/request identity makes late firings harmless
 type (
 	waiterDeadline struct{ req *request }
-	undoDue        struct{ op *op }
+	opDue          struct{ op *op } // an op to run first, after a pause
 )
 
 // manager handshake
@@ -287,7 +289,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		case a.validity.fired(m):
 			a.expireHolds(ctx)
 		}
-	case *undoDue:
+	case *opDue:
 		if !a.draining {
 			a.ops = append([]*op{m.op}, a.ops...)
 		}
@@ -559,7 +561,7 @@ func (a *lockActor) start(ctx actor.Context, o *op) {
 		a.inflight = o
 		attempt := a.acquireCall(r, o.seen)
 		a.call(o, func(ctx context.Context, d *opDone, n int) (err error) {
-			d.grant, err = attempt(ctx, n > 0)
+			d.grant, d.acked, err = attempt(ctx, n > 0)
 			return err
 		})
 	case opRelease:
@@ -575,14 +577,14 @@ func (a *lockActor) start(ctx actor.Context, o *op) {
 		a.inflight = o
 		release := a.releaseCall(o)
 		a.call(o, func(ctx context.Context, d *opDone, n int) (err error) {
-			d.unlock, d.next, err = release(ctx, n > 0)
+			d.unlock, d.next, d.acked, err = release(ctx, n > 0)
 			return err
 		})
 	case opUndo:
 		a.inflight = o
 		release := a.releaseCall(o)
 		a.call(o, func(ctx context.Context, d *opDone, n int) (err error) {
-			d.unlock, _, err = release(ctx, n > 0)
+			d.unlock, _, _, err = release(ctx, n > 0)
 			return err
 		})
 	case opLeave:
@@ -605,26 +607,28 @@ func (a *lockActor) start(ctx actor.Context, o *op) {
 // acquireCall is one attempt of r, as a call to run off the actor; it
 // captures everything it needs now. A re-attempt (after an unknown outcome)
 // tells the script the count seen, so the hold is not counted twice.
-func (a *lockActor) acquireCall(r *request, seen int64) func(ctx context.Context, retry bool) (scripts.Grant, error) {
+func (a *lockActor) acquireCall(r *request, seen int64) func(ctx context.Context, retry bool) (scripts.Grant, int64, error) {
 	args := scripts.AcquireArgs{
 		Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
 	}
-	rdb, wait, enqueue, write := a.env.Redis, a.env.FairWait, !r.tryOnce, r.write()
+	env, wait, enqueue, write := a.env, a.env.FairWait, !r.tryOnce, r.write()
 	fam := a.fam
-	return func(ctx context.Context, retry bool) (scripts.Grant, error) {
+	return func(ctx context.Context, retry bool) (g scripts.Grant, acked int64, err error) {
 		if retry {
 			args.Seen = seen
 		}
-		switch fam {
-		case famFair:
-			return scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: args, Wait: wait, Enqueue: enqueue})
-		case famRW:
-			if write {
-				return scripts.AcquireWrite(ctx, rdb, args)
-			}
-			return scripts.AcquireRead(ctx, rdb, args)
+		rdb, ack := env.scriptClient()
+		switch {
+		case fam == famFair:
+			g, err = scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: args, Wait: wait, Enqueue: enqueue})
+		case fam == famRW && write:
+			g, err = scripts.AcquireWrite(ctx, rdb, args)
+		case fam == famRW:
+			g, err = scripts.AcquireRead(ctx, rdb, args)
+		default:
+			g, err = scripts.AcquireLock(ctx, rdb, args)
 		}
-		return scripts.AcquireLock(ctx, rdb, args)
+		return g, ack(), err
 	}
 }
 
@@ -657,8 +661,8 @@ func (a *lockActor) releaseTarget(h *hold, o *op) *request {
 }
 
 // releaseCall runs release (or undo) o off the actor. For a hand-off it
-// also returns the grant of o.req.
-func (a *lockActor) releaseCall(o *op) func(ctx context.Context, retry bool) (scripts.Unlock, scripts.Grant, error) {
+// also returns the grant of o.req, and the replicas that confirmed it.
+func (a *lockActor) releaseCall(o *op) func(ctx context.Context, retry bool) (scripts.Unlock, scripts.Grant, int64, error) {
 	args := scripts.UnlockArgs{
 		Name: a.key.Name, Owner: o.owner, RequestID: o.requestID, Holds: o.holds, IfCount: -1, LatchTTL: a.env.LatchTTL,
 	}
@@ -669,29 +673,31 @@ func (a *lockActor) releaseCall(o *op) func(ctx context.Context, retry bool) (sc
 	if o.req != nil {
 		next = scripts.AcquireArgs{Owner: o.req.owner, Lease: o.req.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
 	}
-	rdb, wait, fam, write := a.env.Redis, a.env.FairWait, a.fam, o.write
-	return func(ctx context.Context, retry bool) (scripts.Unlock, scripts.Grant, error) {
+	env, wait, fam, write := a.env, a.env.FairWait, a.fam, o.write
+	return func(ctx context.Context, retry bool) (u scripts.Unlock, g scripts.Grant, acked int64, err error) {
+		rdb, ack := env.scriptClient()
 		switch {
 		case fam == famFair:
-			u, err := scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: args, Wait: wait, Next: next})
-			return u.Unlock, u.Next, err
+			var fu scripts.FairUnlock
+			fu, err = scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: args, Wait: wait, Next: next})
+			u, g = fu.Unlock, fu.Next
 		case fam == famRW && write:
-			u, err := scripts.UnlockWrite(ctx, rdb, args)
-			return u, scripts.Grant{}, err
+			u, err = scripts.UnlockWrite(ctx, rdb, args)
 		case fam == famRW:
-			u, err := scripts.UnlockRead(ctx, rdb, args)
-			return u, scripts.Grant{}, err
+			u, err = scripts.UnlockRead(ctx, rdb, args)
 		case next.Owner != "":
 			if retry {
 				next.Seen = 0
 			}
-			h, err := scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{
+			var h scripts.Handoff
+			h, err = scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{
 				Name: args.Name, From: args.Owner, RequestID: args.RequestID, LatchTTL: args.LatchTTL, To: next,
 			})
-			return scripts.Unlock{State: h.Released}, h.Next, err
+			u, g = scripts.Unlock{State: h.Released}, h.Next
+		default:
+			u, err = scripts.UnlockLock(ctx, rdb, args)
 		}
-		u, err := scripts.UnlockLock(ctx, rdb, args)
-		return u, scripts.Grant{}, err
+		return u, g, ack(), err
 	}
 }
 
@@ -762,6 +768,10 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 	if g.Acquired {
 		if r.answered {
 			a.undo(r.owner, r.write(), g.HoldCount)
+			return
+		}
+		if a.env.unsynced(d.acked) {
+			a.unconfirmed(ctx, r, g, d.acked)
 			return
 		}
 		if a.holds[r.owner] == nil {
@@ -874,6 +884,8 @@ func (a *lockActor) releasedTo(ctx actor.Context, next *request, d *opDone) {
 	case d.next.Acquired && next.answered:
 		a.undo(next.owner, next.write(), d.next.HoldCount)
 		a.headReady = true
+	case d.next.Acquired && a.env.unsynced(d.acked):
+		a.unconfirmed(ctx, next, d.next, d.acked)
 	case d.next.Acquired:
 		a.handoffs++
 		a.granted(ctx, next, d.next, d.sentAt)
@@ -884,6 +896,26 @@ func (a *lockActor) releasedTo(ctx actor.Context, next *request, d *opDone) {
 		a.handoffs = 0
 		a.afterPublicRelease(d.unlock.Heard)
 	}
+}
+
+// unconfirmed handles a grant that too few replicas confirmed: a failover
+// now could lose it, so it is undone, and tried again after a pause (with
+// back-off) up to ReplicaSync.Attempts times before r fails.
+func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, acked int64) {
+	a.undo(r.owner, r.write(), g.HoldCount)
+	r.unsynced++
+	if r.unsynced >= max(a.env.ReplicaSync.Attempts, 1) {
+		a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("%w: %w: %d of %d replicas confirmed it within %v",
+			ErrNotAcquired, ErrReplicaSync, max(acked, 0), a.env.ReplicaSync.Replicas, a.env.ReplicaSync.Timeout)})
+		return
+	}
+	pause := time.Duration(10<<r.unsynced) * time.Millisecond
+	if r.elem != nil {
+		a.headReady = false
+		a.retry.set(a.timers, a.self, pause)
+		return
+	}
+	a.timers.SendOnce(pause, a.self, &opDue{op: &op{kind: opAttempt, req: r}})
 }
 
 // stillHeld accounts for a release after which Redis still counts holds (of
@@ -984,7 +1016,7 @@ func (a *lockActor) left(d *opDone) {
 // does not wait that long.
 func (a *lockActor) retryLater(o *op) {
 	if time.Now().Before(o.giveUpAt) && !a.draining {
-		a.timers.SendOnce(100*time.Millisecond, a.self, &undoDue{op: o})
+		a.timers.SendOnce(100*time.Millisecond, a.self, &opDue{op: o})
 	}
 }
 
@@ -1345,7 +1377,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 		if o.kind == opRelease && o.grant == nil {
 			release := a.releaseCall(o)
 			a.env.goCall(nil, func(ctx context.Context) any {
-				_, _, _ = release(ctx, false)
+				_, _, _, _ = release(ctx, false)
 				return nil
 			})
 		}

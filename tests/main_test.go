@@ -112,17 +112,26 @@ func (r *recorder) add(s section) {
 // fencing tokens strictly increase in the order the sections ran.
 func assertExclusive(t *testing.T, sections []section) {
 	t.Helper()
+	s := assertNoOverlap(t, sections)
+	for i := 1; i < len(s); i++ {
+		if s[i].Token <= s[i-1].Token {
+			t.Fatalf("fencing token did not increase: %+v then %+v", s[i-1], s[i])
+		}
+	}
+}
+
+// assertNoOverlap checks that no two critical sections overlap and returns
+// them in the order they ran.
+func assertNoOverlap(t *testing.T, sections []section) []section {
+	t.Helper()
 	s := append([]section(nil), sections...)
 	sort.Slice(s, func(i, j int) bool { return s[i].Start < s[j].Start })
 	for i := 1; i < len(s); i++ {
-		prev, cur := s[i-1], s[i]
-		if cur.Start < prev.End {
+		if prev, cur := s[i-1], s[i]; cur.Start < prev.End {
 			t.Fatalf("critical sections overlap: %+v and %+v (%v)", prev, cur, time.Duration(prev.End-cur.Start))
 		}
-		if cur.Token <= prev.Token {
-			t.Fatalf("fencing token did not increase: %+v then %+v", prev, cur)
-		}
 	}
+	return s
 }
 
 // commandCalls reads how often a command ran from INFO commandstats

@@ -26,9 +26,10 @@ type Server struct {
 	Addr string // 127.0.0.1:port
 	Port int
 
-	bin  string
-	dir  string
-	args []string
+	bin      string
+	dir      string
+	args     []string
+	sentinel string // config file of a sentinel; "" for a data server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -73,6 +74,47 @@ func Start(extra ...string) (*Server, error) {
 	return nil, last
 }
 
+// StartReplica runs a redis-server replicating master.
+func StartReplica(master *Server, extra ...string) (*Server, error) {
+	return Start(append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, extra...)...)
+}
+
+// StartSentinel runs a Redis Sentinel watching master under masterName,
+// with quorum 1 and a short failure detection (downAfter), so that tests can
+// make it fail over.
+func StartSentinel(master *Server, masterName string, downAfter time.Duration) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "actorlock-sentinel-")
+	if err != nil {
+		return nil, err
+	}
+	conf := dir + "/sentinel.conf"
+	body := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds %s %d\n"+
+		"sentinel failover-timeout %s 5000\n"+
+		"sentinel parallel-syncs %s 1\n",
+		masterName, master.Port, masterName, downAfter.Milliseconds(), masterName, masterName)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		return nil, err
+	}
+	var last error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, bin: bin, dir: dir, sentinel: conf}
+		if last = s.start(); last == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, last
+}
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,6 +130,11 @@ func (s *Server) start() error {
 		"--save", "", "--appendonly", "no", "--protected-mode", "no",
 		"--dir", s.dir, "--loglevel", "warning", "--daemonize", "no",
 	}, s.args...)
+	if s.sentinel != "" {
+		// A sentinel rewrites its config file, so it has one of its own.
+		args = append([]string{s.sentinel, "--sentinel"}, args[:2]...)
+		args = append(args, "--bind", "127.0.0.1", "--dir", s.dir, "--loglevel", "warning")
+	}
 	cmd := exec.Command(s.bin, args...)
 	cmd.SysProcAttr = procAttr()
 	out := &tailBuffer{}

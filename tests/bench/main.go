@@ -26,7 +26,7 @@ func main() {
 // run is main without os.Exit, so that deferred calls run.
 func run() int {
 	d := defaultOptions()
-	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c; actorlock only: fair, rw, dq (delayed queue)")
+	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c; actorlock only: fair, rw, dq (delayed queue); groups (MultiLock, RedLock vs redsync's RedLock)")
 	contenders := flag.String("contenders", strings.Join(d.Contenders, ","), "comma-separated contenders, in print order")
 	flag.DurationVar(&d.Duration, "duration", d.Duration, "length of each uncontended run (a1, a32)")
 	flag.DurationVar(&d.ContendedDuration, "contended-duration", d.ContendedDuration, "length of each contended run (b, c)")
@@ -41,7 +41,7 @@ func run() int {
 	// outside the comparison: the peers have no such primitives.
 	alone := map[string]bool{}
 	d.Scenarios = slices.DeleteFunc(d.Scenarios, func(s string) bool {
-		alone[s] = s == "dq" || s == "fair" || s == "rw"
+		alone[s] = s == "dq" || s == "fair" || s == "rw" || s == "groups"
 		return alone[s]
 	})
 	d.Contenders = splitList(*contenders)
@@ -68,6 +68,12 @@ func run() int {
 	if alone["rw"] {
 		if err := runRWBench(os.Stdout, os.Stderr, d.ContendedDuration, d.Spin, d.Goroutines, 4); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: rw:", err)
+			return 1
+		}
+	}
+	if alone["groups"] {
+		if err := runGroupsBench(os.Stdout, os.Stderr, d.Duration); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: groups:", err)
 			return 1
 		}
 	}

@@ -1,0 +1,177 @@
+package actorlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// GroupHeld is a MultiLock or RedLock acquisition: several member locks
+// held together. Like Held, watch Done (or use Context) to learn that the
+// group was lost: a MultiLock is lost when any member is, a RedLock when
+// fewer than a majority of its members remain held.
+type GroupHeld struct {
+	members []*Held
+	ctx     context.Context
+	end     context.CancelCauseFunc
+	stops   []func() bool // member watches, stopped at Unlock
+	lost    atomic.Int32
+
+	mu       sync.Mutex
+	unlocked bool
+}
+
+// newGroupHeld watches members: the group is lost once more than
+// len(members)-quorum of them are; validUntil (if not zero) also ends it.
+func newGroupHeld(members []*Held, quorum int, validUntil time.Time, what string) *GroupHeld {
+	ctx, end := context.WithCancelCause(context.Background())
+	g := &GroupHeld{members: members, ctx: ctx, end: end}
+	if !validUntil.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, validUntil, lostError(what+": its validity time ran out"))
+		g.ctx = ctx
+		g.stops = append(g.stops, func() bool { cancel(); return true })
+	}
+	spare := int32(len(members) - quorum)
+	for _, m := range members {
+		// context.AfterFunc starts no goroutine until the member ends.
+		g.stops = append(g.stops, context.AfterFunc(m.Context(), func() {
+			if g.lost.Add(1) > spare {
+				g.end(fmt.Errorf("%w: %s: member %q: %w", ErrLost, what, m.Name(), context.Cause(m.Context())))
+			}
+		}))
+	}
+	return g
+}
+
+func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }
+
+// Members are the member acquisitions (a RedLock: those that succeeded).
+func (g *GroupHeld) Members() []*Held { return slices.Clone(g.members) }
+
+// Tokens are the members' fencing tokens, in the order of Members. Each is
+// a token of its member's name on its member's server.
+func (g *GroupHeld) Tokens() []int64 {
+	out := make([]int64, len(g.members))
+	for i, m := range g.members {
+		out[i] = m.Token()
+	}
+	return out
+}
+
+// Done is closed when the group's hold ends: Unlock, or loss.
+func (g *GroupHeld) Done() <-chan struct{} { return g.ctx.Done() }
+
+// Err is nil while held; then why it ended (ErrUnlocked, an error wrapping
+// ErrLost).
+func (g *GroupHeld) Err() error { return context.Cause(g.ctx) }
+
+// Context is cancelled, with Err as its cause, when the hold ends.
+func (g *GroupHeld) Context() context.Context { return g.ctx }
+
+// Unlock releases every member (concurrently), and reports every member's
+// error, joined, never stopping at the first. A second call returns
+// ErrUnlocked.
+func (g *GroupHeld) Unlock(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unlocked {
+		return ErrUnlocked
+	}
+	g.unlocked = true
+	for _, stop := range g.stops {
+		stop()
+	}
+	errs := unlockAll(ctx, g.members)
+	g.end(ErrUnlocked)
+	return errs
+}
+
+// unlockAll releases every held (concurrently) and joins their errors.
+func unlockAll(ctx context.Context, helds []*Held) error {
+	errs := make([]error, len(helds))
+	var wg sync.WaitGroup
+	for i, h := range helds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.Unlock(ctx); err != nil {
+				errs[i] = fmt.Errorf("%q: %w", h.Name(), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// serverID names the Redis deployment a runtime uses, for ordering the
+// members of a group the same way in every process: the address of a single
+// server, the sorted seed addresses of a cluster or ring, else (a failover
+// client) the runtime's own id.
+func (rt *Runtime) serverID() string {
+	switch c := rt.rdb.(type) {
+	case *redis.Client:
+		if a := c.Options().Addr; a != "" && a != "FailoverClient" {
+			return a
+		}
+	case *redis.ClusterClient:
+		addrs := slices.Clone(c.Options().Addrs)
+		sort.Strings(addrs)
+		return strings.Join(addrs, ",")
+	case *redis.Ring:
+		var addrs []string
+		for _, a := range c.Options().Addrs {
+			addrs = append(addrs, a)
+		}
+		sort.Strings(addrs)
+		return strings.Join(addrs, ",")
+	}
+	return rt.id
+}
+
+// groupMember is a member lock with its place in the global order.
+type groupMember struct {
+	lock   *Lock
+	server string
+}
+
+// orderMembers validates a group's members and sorts them by server, then
+// name, then kind: every process acquires them in this order, so two groups
+// sharing locks never wait for each other in a cycle.
+func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
+	if len(locks) == 0 {
+		return nil, fmt.Errorf("%w: %s of no locks", ErrInvalidArgument, what)
+	}
+	members := make([]groupMember, len(locks))
+	for i, l := range locks {
+		if l == nil {
+			return nil, fmt.Errorf("%w: %s member %d is nil", ErrInvalidArgument, what, i)
+		}
+		if l.err != nil {
+			return nil, l.err
+		}
+		members[i] = groupMember{lock: l, server: l.rt.serverID() + "|" + l.rt.id}
+	}
+	slices.SortFunc(members, func(a, b groupMember) int {
+		return cmp.Or(cmp.Compare(a.server, b.server), cmp.Compare(a.lock.key.Name, b.lock.key.Name), cmp.Compare(a.lock.key.Kind, b.lock.key.Kind))
+	})
+	for i := 1; i < len(members); i++ {
+		a, b := members[i-1], members[i]
+		if a.lock.rt == b.lock.rt && a.lock.key == b.lock.key {
+			return nil, fmt.Errorf("%w: %s has lock %q twice", ErrInvalidArgument, what, a.lock.key.Name)
+		}
+	}
+	return members, nil
+}

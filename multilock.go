@@ -1,0 +1,120 @@
+package actorlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Multi is a MultiLock: several locks, possibly of different runtimes on
+// different Redis servers, acquired all or nothing (Redisson's
+// RedissonMultiLock). Its members are acquired in one global order (by
+// server, then name), so MultiLocks sharing locks cannot deadlock each
+// other. It acquires as its members' owners: use separate member handles for
+// goroutines that must exclude each other.
+type Multi struct {
+	members []groupMember
+	err     error
+}
+
+// MultiLock groups locks into one that is held when all of them are.
+// Invalid members (none, nil, bad, or the same lock twice) are reported by
+// Acquire and TryAcquire as ErrInvalidArgument.
+func MultiLock(locks ...*Lock) *Multi {
+	m, err := orderMembers(locks, "MultiLock")
+	return &Multi{members: m, err: err}
+}
+
+// Acquire takes every member, in the global order, waiting as each needs.
+// With WaitTime, the whole acquisition gets that long: when a member cannot
+// be had in what is left, everything taken is released and ErrNotAcquired
+// returned; when a member fails otherwise (Redis), everything taken is
+// released and the members are tried again after a short random back-off
+// while time is left. Without WaitTime it waits until ctx ends. LeaseTime
+// applies to every member. Nothing stays held when it fails.
+func (m *Multi) Acquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
+	return m.acquire(ctx, false, opts)
+}
+
+// TryAcquire makes one attempt at every member: if any is held elsewhere,
+// it releases what it took and returns ErrNotAcquired.
+func (m *Multi) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
+	return m.acquire(ctx, true, opts)
+}
+
+func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (*GroupHeld, error) {
+	if m.err != nil {
+		return nil, m.err
+	}
+	ac, err := acquireOptions(opts)
+	if err == nil && ctx == nil {
+		err = fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err == nil && try && ac.waitSet {
+		err = fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var deadline time.Time
+	if ac.waitSet {
+		deadline = time.Now().Add(ac.wait)
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		helds, err := m.round(ctx, try, ac, deadline)
+		if err == nil {
+			return newGroupHeld(helds, len(helds), time.Time{}, "MultiLock"), nil
+		}
+		if try || errors.Is(err, ErrNotAcquired) || ctx.Err() != nil || !ac.waitSet || !time.Now().Before(deadline) {
+			return nil, err
+		}
+		// A member failed for another reason (Redis): try again while
+		// time is left.
+		if !sleepCtx(ctx, min(time.Duration(rand.Int64N(int64(backoff))), time.Until(deadline))) {
+			return nil, ctxError(ctx)
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// round takes every member in order, or releases what it took.
+func (m *Multi) round(ctx context.Context, try bool, ac acquireConfig, deadline time.Time) ([]*Held, error) {
+	helds := make([]*Held, 0, len(m.members))
+	for _, mem := range m.members {
+		var opts []AcquireOption
+		if ac.lease > 0 {
+			opts = append(opts, LeaseTime(ac.lease))
+		}
+		var h *Held
+		var err error
+		switch {
+		case try:
+			h, err = mem.lock.TryAcquire(ctx, opts...)
+		case !deadline.IsZero():
+			h, err = mem.lock.Acquire(ctx, append(opts, WaitTime(max(time.Until(deadline), 0)))...)
+		default:
+			h, err = mem.lock.Acquire(ctx, opts...)
+		}
+		if err != nil {
+			release := context.WithoutCancel(ctx)
+			return nil, errors.Join(fmt.Errorf("MultiLock member %q: %w", mem.lock.key.Name, err), unlockAll(release, helds))
+		}
+		helds = append(helds, h)
+	}
+	return helds, nil
+}
+
+// sleepCtx sleeps d unless ctx ends first; false if it did.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

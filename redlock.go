@@ -1,0 +1,165 @@
+package actorlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Red is a RedLock over locks on independent Redis masters (one runtime
+// each): it is held while a majority of them is (Redisson's RedissonRedLock,
+// after Redis's Redlock algorithm). It survives the loss of a minority of
+// masters; its guarantees are no better than the masters' clocks and pauses
+// allow (see README.md), so use fencing tokens for the guarded resource.
+type Red struct {
+	members []groupMember
+	err     error
+}
+
+// RedLock groups locks on distinct servers into one held by a majority
+// (len/2+1) of them. Invalid members (none, nil, bad, two on one server) are
+// reported by Acquire and TryAcquire as ErrInvalidArgument.
+func RedLock(locks ...*Lock) *Red {
+	m, err := orderMembers(locks, "RedLock")
+	if err == nil {
+		for i := 1; i < len(m); i++ {
+			if m[i].server == m[i-1].server {
+				err = fmt.Errorf("%w: RedLock has two members on one server (%s)", ErrInvalidArgument, m[i].lock.rt.serverID())
+				break
+			}
+		}
+	}
+	return &Red{members: m, err: err}
+}
+
+// Acquire tries every master at once (each attempt bounded by a timeout far
+// below the lease, so a dead or frozen master costs little) and holds when a
+// majority granted it within the validity time: lease - elapsed - drift,
+// drift = 1% of the lease + 2 ms. Otherwise it releases every member (the
+// masters that did not answer too) and tries again after a random back-off,
+// until WaitTime is used up (ErrNotAcquired) or ctx ends; without WaitTime,
+// until ctx ends. With LeaseTime the hold ends when its validity does;
+// without, the members' watchdogs renew it, and it is lost when fewer than a
+// majority can be renewed.
+func (r *Red) Acquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
+	return r.acquire(ctx, false, opts)
+}
+
+// TryAcquire makes one round of attempts.
+func (r *Red) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
+	return r.acquire(ctx, true, opts)
+}
+
+func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (*GroupHeld, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	ac, err := acquireOptions(opts)
+	if err == nil && ctx == nil {
+		err = fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if err == nil && try && ac.waitSet {
+		err = fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
+	}
+	if err != nil {
+		return nil, err
+	}
+	lease := r.lease(ac)
+	quorum := len(r.members)/2 + 1
+	var deadline time.Time
+	if ac.waitSet {
+		deadline = time.Now().Add(ac.wait)
+	}
+	for {
+		g, err := r.round(ctx, ac, lease, quorum)
+		if err == nil || try || ctx.Err() != nil {
+			return g, err
+		}
+		if ac.waitSet && !time.Now().Before(deadline) {
+			return nil, err
+		}
+		// Back off at random so that contenders stop splitting the vote.
+		pause := time.Duration(rand.Int64N(int64(redLockBackoff(lease))))
+		if ac.waitSet {
+			pause = min(pause, time.Until(deadline))
+		}
+		if !sleepCtx(ctx, pause) {
+			return nil, ctxError(ctx)
+		}
+	}
+}
+
+// lease is the lease of the members: LeaseTime, or the shortest watchdog
+// lease among their runtimes.
+func (r *Red) lease(ac acquireConfig) time.Duration {
+	if ac.lease > 0 {
+		return ac.lease
+	}
+	lease := time.Duration(0)
+	for _, m := range r.members {
+		if w := m.lock.rt.watchdog; lease == 0 || w < lease {
+			lease = w
+		}
+	}
+	return lease
+}
+
+// redLockAttempt bounds one master's attempt: far below the lease, so a
+// master that does not answer costs little of it.
+func redLockAttempt(lease time.Duration) time.Duration {
+	return min(max(lease/20, 5*time.Millisecond), 250*time.Millisecond)
+}
+
+func redLockBackoff(lease time.Duration) time.Duration {
+	return min(max(lease/50, 2*time.Millisecond), 100*time.Millisecond)
+}
+
+// round is one attempt at every master at once.
+func (r *Red) round(ctx context.Context, ac acquireConfig, lease time.Duration, quorum int) (*GroupHeld, error) {
+	var opts []AcquireOption
+	if ac.lease > 0 {
+		opts = append(opts, LeaseTime(ac.lease))
+	}
+	start := time.Now()
+	helds := make([]*Held, len(r.members))
+	errs := make([]error, len(r.members))
+	var wg sync.WaitGroup
+	for i, m := range r.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, redLockAttempt(lease))
+			defer cancel()
+			helds[i], errs[i] = m.lock.TryAcquire(actx, opts...)
+		}()
+	}
+	wg.Wait()
+	var got []*Held
+	for _, h := range helds {
+		if h != nil {
+			got = append(got, h)
+		}
+	}
+	validity := lease - time.Since(start) - drift(lease)
+	if len(got) >= quorum && validity > 0 {
+		var validUntil time.Time
+		if ac.lease > 0 {
+			validUntil = start.Add(lease - drift(lease))
+		}
+		return newGroupHeld(got, quorum, validUntil, "RedLock"), nil
+	}
+	// Masters that did not answer in time give back what they granted
+	// late on their own (a cancelled acquisition is undone). The members'
+	// errors are told, not wrapped: a member's attempt timeout must not
+	// read as the caller's context ending.
+	release := unlockAll(context.WithoutCancel(ctx), got)
+	err := fmt.Errorf("%w: RedLock: %d of %d masters granted it (%d needed) with %v of validity left (%v)",
+		ErrNotAcquired, len(got), len(r.members), quorum, validity.Round(time.Millisecond), errors.Join(errs...))
+	return nil, errors.Join(err, release)
+}
+
+// drift is the clock drift allowance of a lease: 1% plus 2 ms.
+func drift(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
