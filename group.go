@@ -141,6 +141,23 @@ func (rt *Runtime) serverID() string {
 	return rt.id
 }
 
+// groupOptions checks what makes a group acquisition impossible before
+// anything is tried: bad members (membersErr), options or context.
+func groupOptions(ctx context.Context, membersErr error, try bool, opts []AcquireOption) (acquireConfig, error) {
+	ac, err := acquireOptions(opts)
+	switch {
+	case membersErr != nil:
+		return ac, membersErr
+	case err != nil:
+		return ac, err
+	case ctx == nil:
+		return ac, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	case try && ac.waitSet:
+		return ac, fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
+	}
+	return ac, nil
+}
+
 // groupMember is a member lock with its place in the global order.
 type groupMember struct {
 	lock   *Lock

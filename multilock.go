@@ -45,16 +45,7 @@ func (m *Multi) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHe
 }
 
 func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (*GroupHeld, error) {
-	if m.err != nil {
-		return nil, m.err
-	}
-	ac, err := acquireOptions(opts)
-	if err == nil && ctx == nil {
-		err = fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if err == nil && try && ac.waitSet {
-		err = fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
-	}
+	ac, err := groupOptions(ctx, m.err, try, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -54,16 +54,7 @@ func (r *Red) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld
 }
 
 func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (*GroupHeld, error) {
-	if r.err != nil {
-		return nil, r.err
-	}
-	ac, err := acquireOptions(opts)
-	if err == nil && ctx == nil {
-		err = fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	}
-	if err == nil && try && ac.waitSet {
-		err = fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
-	}
+	ac, err := groupOptions(ctx, r.err, try, opts)
 	if err != nil {
 		return nil, err
 	}

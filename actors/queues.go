@@ -39,14 +39,9 @@ type queueActor struct {
 }
 
 type takeReq struct {
-	key      reqKey
-	tryOnce  bool
-	reply    chan<- TakeResult // Go caller
-	from     *actor.PID        // actor caller
-	protoID  string
-	elem     *list.Element
-	stop     scheduler.CancelFunc
-	answered bool
+	waitEntry
+	tryOnce bool
+	reply   chan<- TakeResult // Go caller
 }
 
 // popCall is one pop, shared with the goroutine running it: whichever of
@@ -88,12 +83,14 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.stop(ctx)
 		return
 	case *Take:
-		a.admit(ctx, &takeReq{key: reqKey{id: strconv.FormatUint(m.ID, 10)}, reply: m.Reply}, time.Time{})
+		a.admit(ctx, &takeReq{waitEntry: waitEntry{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, reply: m.Reply}, time.Time{})
 	case *TakeCancel:
 		a.cancel(ctx, reqKey{id: strconv.FormatUint(m.ID, 10)})
 	case *messages.TakeRequest:
-		r := &takeReq{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, from: ctx.Sender(), protoID: m.RequestId,
-			tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely}
+		r := &takeReq{
+			waitEntry: waitEntry{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, from: ctx.Sender(), protoID: m.RequestId},
+			tryOnce:   m.WaitMs == 0 && !m.WaitIndefinitely,
+		}
 		var deadline time.Time
 		if m.WaitMs > 0 {
 			deadline = time.Now().Add(time.Duration(m.WaitMs) * time.Millisecond)
@@ -250,15 +247,8 @@ func (a *queueActor) cancel(ctx actor.Context, k reqKey) {
 }
 
 func (a *queueActor) answer(ctx actor.Context, r *takeReq, res TakeResult) {
-	r.answered = true
+	r.forget(a.fifo)
 	delete(a.pending, r.key)
-	if r.stop != nil {
-		r.stop()
-	}
-	if r.elem != nil {
-		a.fifo.Remove(r.elem)
-		r.elem = nil
-	}
 	a.deliver(r, res)
 	a.watched.unwatch(ctx, r.from)
 }
@@ -284,15 +274,8 @@ func (a *queueActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 	for _, r := range a.pending {
 		if r.from != nil && pidKey(r.from) == k {
 			r.from, r.reply = nil, nil
-			r.answered = true
+			r.forget(a.fifo)
 			delete(a.pending, r.key)
-			if r.stop != nil {
-				r.stop()
-			}
-			if r.elem != nil {
-				a.fifo.Remove(r.elem)
-				r.elem = nil
-			}
 		}
 	}
 }

@@ -48,20 +48,14 @@ type semaphoreActor struct {
 }
 
 type semReq struct {
-	key      reqKey
+	waitEntry
 	n        int64
 	lease    time.Duration
 	tryOnce  bool
 	permitID string // expirable: chosen once, so re-attempts are idempotent
 	markID   string // plain: the marker of this request's take
 
-	reply   chan<- SemResult
-	from    *actor.PID
-	protoID string
-
-	elem     *list.Element
-	stop     scheduler.CancelFunc
-	answered bool
+	reply chan<- SemResult
 }
 
 // semOp is one attempt, shared with the goroutine running it (see
@@ -108,14 +102,17 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 		a.stop(ctx)
 		return
 	case *SemAcquire:
-		a.admit(ctx, &semReq{key: reqKey{id: strconv.FormatUint(m.ID, 10)}, n: m.N, lease: m.Lease, tryOnce: m.TryOnce, reply: m.Reply}, time.Time{})
+		a.admit(ctx, &semReq{
+			waitEntry: waitEntry{key: reqKey{id: strconv.FormatUint(m.ID, 10)}},
+			n:         m.N, lease: m.Lease, tryOnce: m.TryOnce, reply: m.Reply,
+		}, time.Time{})
 	case *SemCancel:
 		a.cancel(ctx, reqKey{id: strconv.FormatUint(m.ID, 10)})
 	case *messages.SemaphoreAcquireRequest:
 		r := &semReq{
-			key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, n: max(m.Permits, 1),
-			lease: time.Duration(m.LeaseMs) * time.Millisecond, tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
-			from: ctx.Sender(), protoID: m.RequestId,
+			waitEntry: waitEntry{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, from: ctx.Sender(), protoID: m.RequestId},
+			n:         max(m.Permits, 1),
+			lease:     time.Duration(m.LeaseMs) * time.Millisecond, tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
 		}
 		var deadline time.Time
 		if m.WaitMs > 0 {
@@ -338,15 +335,8 @@ func (a *semaphoreActor) cancel(ctx actor.Context, k reqKey) {
 }
 
 func (a *semaphoreActor) answer(ctx actor.Context, r *semReq, res SemResult) {
-	r.answered = true
+	r.forget(a.fifo)
 	delete(a.pending, r.key)
-	if r.stop != nil {
-		r.stop()
-	}
-	if r.elem != nil {
-		a.fifo.Remove(r.elem)
-		r.elem = nil
-	}
 	a.deliver(r, res)
 	a.watched.unwatch(ctx, r.from)
 }
