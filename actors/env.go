@@ -6,6 +6,7 @@ package actors
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -222,10 +223,16 @@ func outcomeUnknown(err error) bool {
 }
 
 // mayHaveRun reports whether a failed call may have taken effect in Redis:
-// anything but a failed dial (the command never left).
+// anything but a connection that could not be set up, over which the
+// command never left: a failed dial, or a TLS handshake that failed on our
+// side because the server's certificate is not trusted (verified only in
+// the handshake) or the server does not speak TLS at all. go-redis dials
+// and handshakes in one step, before it writes anything.
 func mayHaveRun(err error) bool {
 	var operr *net.OpError
-	return !(errors.As(err, &operr) && operr.Op == "dial")
+	var verr *tls.CertificateVerificationError
+	var herr tls.RecordHeaderError
+	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr)
 }
 
 // drift is the safety margin taken off a lease when computing how long a

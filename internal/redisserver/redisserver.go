@@ -1,6 +1,7 @@
 // Package redisserver runs real redis-server processes on free loopback
 // ports, for actorlock's tests, benchmarks and demo, and injects faults into
 // them: stop, kill, pause (SIGSTOP), resume and restart on the same port.
+// StartTLS runs a TLS-only server with certificates generated for it.
 package redisserver
 
 import (
@@ -25,6 +26,8 @@ var ErrNoBinary = errors.New("redis-server not found in PATH; install it (Debian
 type Server struct {
 	Addr string // 127.0.0.1:port
 	Port int
+	// Certs of a TLS-only server (StartTLS), nil for a plain one.
+	Certs *Certs
 
 	bin      string
 	dir      string
@@ -49,13 +52,26 @@ func Binary() (string, error) {
 // Start runs a redis-server without persistence on a free loopback port.
 // extra are further config directives, e.g. "--appendonly", "yes".
 func Start(extra ...string) (*Server, error) {
+	return start("actorlock-redis-", nil, extra)
+}
+
+// start runs a data server in a new directory named after prefix; certs,
+// if not nil, makes the TLS certificates there and makes it a TLS server.
+func start(prefix string, certs func(dir string) (*Certs, error), extra []string) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "actorlock-redis-")
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
+	}
+	var c *Certs
+	if certs != nil {
+		if c, err = certs(dir); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("redisserver: certificates: %w", err)
+		}
 	}
 	var last error
 	// The port is free when picked but could be taken before redis binds
@@ -63,9 +79,10 @@ func Start(extra ...string) (*Server, error) {
 	for range 5 {
 		port, err := freePort()
 		if err != nil {
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, bin: bin, dir: dir, args: extra}
+		s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, Certs: c, bin: bin, dir: dir, args: extra}
 		if last = s.start(); last == nil {
 			return s, nil
 		}
@@ -125,11 +142,15 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
-		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+	listen := []string{"--port", strconv.Itoa(s.Port)}
+	if s.Certs != nil {
+		listen = s.tlsArgs()
+	}
+	args := append(append(listen,
+		"--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--protected-mode", "no",
 		"--dir", s.dir, "--loglevel", "warning", "--daemonize", "no",
-	}, s.args...)
+	), s.args...)
 	if s.sentinel != "" {
 		// A sentinel rewrites its config file, so it has one of its own.
 		args = append([]string{s.sentinel, "--sentinel"}, args[:2]...)
@@ -164,7 +185,7 @@ func (s *Server) waitReady(exited chan struct{}, limit time.Duration) error {
 			return errors.New("process exited")
 		default:
 		}
-		if ping(s.Addr) == nil {
+		if s.ping() == nil {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -172,8 +193,8 @@ func (s *Server) waitReady(exited chan struct{}, limit time.Duration) error {
 	return errors.New("no PONG in time")
 }
 
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func (s *Server) ping() error {
+	c, err := s.dial(200 * time.Millisecond)
 	if err != nil {
 		return err
 	}
@@ -278,7 +299,7 @@ func (s *Server) Output() string {
 // WaitReady waits up to ctx for the server to answer PING.
 func (s *Server) WaitReady(ctx context.Context) error {
 	for {
-		if ping(s.Addr) == nil {
+		if s.ping() == nil {
 			return nil
 		}
 		select {
