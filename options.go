@@ -23,6 +23,8 @@ type config struct {
 	handoffs    int
 	fairWait    time.Duration
 	replicaSync actors.ReplicaSync
+	remote      *RemoteConfig
+	name        string
 	err         error
 }
 
@@ -66,6 +68,20 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 			c.invalid("nil actor system")
 		}
 		c.system = sys
+	}
+}
+
+// WithName registers the runtime's PID under name in its actor system, so
+// that actors of other processes can address it as actor.NewPID(<node
+// address>, name) (see NamedPID). Use it when you run protoactor remote on
+// your own system (WithActorSystem); WithRemote names the PID itself.
+// Default: no name.
+func WithName(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.invalid("empty PID name")
+		}
+		c.name = name
 	}
 }
 

@@ -20,7 +20,8 @@
 // the writes of a holder that lost the lock (see README.md).
 //
 // Actors in this or another process can lock by sending messages (package
-// messages) to Runtime.PID.
+// messages) to Runtime.PID; actors of other processes reach it over
+// protoactor remote (WithRemote, NamedPID, KeeperProps).
 package actorlock
 
 import (
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/remote"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
@@ -55,6 +57,8 @@ type Runtime struct {
 	actors    *actors.Handle
 	id        string
 	watchdog  time.Duration
+	remote    *remote.Remote // started by WithRemote; stopped by Close
+	gateway   *actor.PID     // the runtime's PID under its name (NamedPID)
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -81,6 +85,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
+	if cfg.remote != nil && cfg.system != nil {
+		return nil, fmt.Errorf("%w: WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (RemoteOptions) and name the runtime's PID with WithName", ErrInvalidArgument)
+	}
 	logger := cfg.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -96,6 +103,19 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 		)
 		rt.ownSystem = true
+	}
+	name := cfg.name
+	if cfg.remote != nil {
+		// Before the actors, so that their PIDs carry the node's address.
+		r, err := startRemote(rt.sys, *cfg.remote)
+		if err != nil {
+			rt.sys.Shutdown()
+			return nil, err
+		}
+		rt.remote = r
+		if name == "" {
+			name = cfg.remote.Name
+		}
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	rt.actors = actors.Start(actors.Config{
@@ -115,6 +135,15 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		ReplicaSync: cfg.replicaSync,
 		Cluster:     cluster,
 	})
+	if name != "" {
+		gw, err := actors.SpawnGateway(rt.sys, name, rt.actors.Manager())
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return nil, errors.Join(err, rt.Close(ctx))
+		}
+		rt.gateway = gw
+	}
 	return rt, nil
 }
 
@@ -123,9 +152,14 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 func (rt *Runtime) ID() string { return rt.id }
 
 // PID is where actors send lock requests (package messages): AcquireRequest,
-// ReleaseRequest, CancelRequest. Send them with Context.Request so the
-// sender is the requesting actor: it owns what it acquires, its locks are
-// renewed while it lives and released when it stops.
+// ReleaseRequest, RenewRequest, CancelRequest. Send them with
+// Context.Request so that the reply comes back to the requesting actor. A
+// lock acquired by message belongs to the owner token of its
+// AcquireResponse, which every later request of that owner presents. The
+// runtime renews it while the actor that acquired it lives (an actor of
+// another process proves that with RenewRequests: see KeeperProps) and
+// releases it when it stops. Actors of other processes address the runtime
+// by NamedPID.
 func (rt *Runtime) PID() *actor.PID { return rt.actors.Manager() }
 
 // ActorSystem is the actor system the runtime runs on.
@@ -133,8 +167,9 @@ func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
 
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
-// goroutine of the runtime and waits for them, up to ctx. It does not close
-// the Redis client, nor an actor system given with WithActorSystem. Calling
+// goroutine of the runtime and waits for them, up to ctx, and stops the
+// remote that WithRemote started. It does not close the Redis client, nor
+// an actor system given with WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) error {
 	if ctx == nil {
@@ -144,11 +179,22 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.closed.Store(true)
 		drainErr := rt.actors.Drain(ctx)
 		stopErr := rt.actors.Stop(ctx)
+		var gwErr, remoteErr error
+		if rt.gateway != nil {
+			if err := rt.sys.Root.StopFuture(rt.gateway).Wait(); err != nil {
+				gwErr = fmt.Errorf("actorlock: close: stopping the named PID: %w", err)
+			}
+		}
 		close(rt.done)
+		if rt.remote != nil {
+			// After the actors: their last replies and LockLosts to remote
+			// owners go out through it.
+			remoteErr = stopRemote(ctx, rt.remote)
+		}
 		if rt.ownSystem {
 			rt.sys.Shutdown()
 		}
-		rt.closeErr = errors.Join(drainErr, stopErr)
+		rt.closeErr = errors.Join(drainErr, stopErr, gwErr, remoteErr)
 	})
 	return rt.closeErr
 }

@@ -61,6 +61,7 @@ type lockActor struct {
 	yieldUntil time.Time
 	retry      deadline // the contender's next try without a message
 	validity   deadline // the earliest validity deadline of the holds
+	alive      deadline // the earliest liveness deadline of remote owners (see remote owners below)
 
 	draining bool
 	drained  func()
@@ -95,7 +96,10 @@ func familyOf(kind messages.Kind) family {
 }
 
 type reqKey struct {
-	from string // PID of an actor caller; "" for Go callers
+	// from: who asked. A lock message: its owner id (its token proves it;
+	// the sender PID proves nothing); a queue or semaphore message: its
+	// sender PID; "" for Go callers.
+	from string
 	id   string
 }
 
@@ -113,6 +117,13 @@ type request struct {
 
 	from    *actor.PID // actor caller
 	protoID string
+	// Message requests: the owner token (returned when acquired) and whether
+	// the sender is in another process (its holds need RenewRequests).
+	msg          bool
+	token        ownerToken
+	remote       bool
+	suspectUntil time.Time // a Terminated came for the sender: forgotten then unless its owner renews
+	unreachable  bool      // its node's connection broke: nothing more is sent to from
 
 	elem      *list.Element // in the queue
 	stopTimer scheduler.CancelFunc
@@ -152,6 +163,14 @@ type hold struct {
 	renewReads int64    // read count the registration carries
 	validUntil time.Time
 	from       *actor.PID // the owning actor of a hold acquired by message
+	// Holds acquired by message (msg) belong to an owner token. A remote
+	// owner's (see remote owners below) watchdog holds are kept only until
+	// aliveUntil, which its RenewRequests move on.
+	msg         bool
+	remote      bool
+	aliveUntil  time.Time
+	suspect     bool // a Terminated came for from: aliveUntil applies even without watchdog grants
+	unreachable bool // its node's connection broke: nothing more is sent to from
 }
 
 // counted is the count of the holds r's kind adds to.
@@ -209,6 +228,10 @@ type opDone struct {
 type watchRef struct {
 	pid  *actor.PID
 	refs int
+	// ended: a Terminated came for a remote pid, so protoactor no longer
+	// watches it, but requests and holds of it still count (see
+	// remoteStopped).
+	ended bool
 }
 
 // timer messages; seq/request identity makes late firings harmless
@@ -244,7 +267,7 @@ func newLockActor(env *Env, key LockKey) *lockActor {
 func (a *lockActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	switch msg.(type) {
-	case routed, *messages.AcquireRequest, *messages.ReleaseRequest, *messages.CancelRequest:
+	case routed, *messages.AcquireRequest, *messages.ReleaseRequest, *messages.CancelRequest, *messages.RenewRequest:
 		a.routed++
 		a.idleReported = false
 	}
@@ -275,7 +298,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *Cancel:
 		a.cancel(ctx, reqKey{id: strconv.FormatUint(m.ID, 10)})
 	case *messages.CancelRequest:
-		a.cancel(ctx, reqKey{from: pidKey(ctx.Sender()), id: m.RequestId})
+		a.cancelMessage(ctx, m)
+	case *messages.RenewRequest:
+		a.renewMessage(ctx, m)
 	case *ForceUnlock:
 		a.ops = append(a.ops, &op{kind: opForce, write: m.Key.Kind == messages.Kind_KIND_WRITE, onForce: m.Reply})
 	case *opDone:
@@ -288,6 +313,8 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.headReady = true
 		case a.validity.fired(m):
 			a.expireHolds(ctx)
+		case a.alive.fired(m):
+			a.expireOwners(ctx)
 		}
 	case *opDue:
 		if !a.draining {
@@ -308,7 +335,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.lost(ctx, h, "the lock is gone from Redis (deleted, expired or taken by another owner)")
 		}
 	case *actor.Terminated:
-		a.ownerStopped(ctx, m.Who)
+		a.ownerStopped(ctx, m)
 	case *drainLock:
 		a.drain(ctx)
 	}
@@ -317,29 +344,35 @@ func (a *lockActor) Receive(ctx actor.Context) {
 
 // ---- admission -------------------------------------------------------------
 
+// admitMessage admits an AcquireRequest (the manager validated it). Its
+// owner is its token's: a new one drawn here, or the one it presents.
 func (a *lockActor) admitMessage(ctx actor.Context, m *messages.AcquireRequest) {
 	from := ctx.Sender()
+	token := newOwnerToken()
+	if m.OwnerToken != "" {
+		var err error
+		if token, err = parseOwnerToken(m.OwnerToken); err != nil {
+			ctx.Respond(&messages.AcquireResponse{RequestId: m.RequestId, Error: protoError(err)})
+			return
+		}
+	}
+	owner := TokenOwner(a.env.RuntimeID, token)
 	r := &request{
-		key:     reqKey{from: pidKey(from), id: m.RequestId},
+		key:     reqKey{from: owner, id: m.RequestId},
 		kind:    m.Kind,
-		owner:   m.Owner,
+		owner:   owner,
 		lease:   time.Duration(m.LeaseMs) * time.Millisecond,
 		tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
 		from:    from,
 		protoID: m.RequestId,
-	}
-	if r.owner == "" {
-		r.owner = actorOwner(a.env.RuntimeID, from)
+		msg:     true,
+		token:   token,
+		remote:  !a.isLocal(from),
 	}
 	if m.WaitMs > 0 {
 		r.deadline = time.Now().Add(time.Duration(m.WaitMs) * time.Millisecond)
 	}
 	a.admit(ctx, r)
-}
-
-// actorOwner is the owner id of locks acquired by message from pid.
-func actorOwner(runtimeID string, pid *actor.PID) string {
-	return runtimeID + ":" + pidKey(pid)
 }
 
 func (a *lockActor) admit(ctx actor.Context, r *request) {
@@ -352,10 +385,10 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		return
 	}
 	h := a.holds[r.owner]
-	if h != nil && !samePID(h.from, r.from) {
-		// A named owner never lets another actor (or a Go handle) into a hold
-		// an actor acquired by message, nor the reverse.
-		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: owner %q is held by another caller", ErrNotOwner, r.owner)})
+	if h != nil && h.msg != r.msg {
+		// A Go handle naming an owner id (WithOwner) never enters a hold
+		// acquired by message, whose owner is a token, nor the reverse.
+		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: that owner's holds of lock %q belong to another kind of caller", ErrNotOwner, a.key.Name)})
 		return
 	}
 	upgrade := a.upgrade(r)
@@ -419,7 +452,7 @@ func (a *lockActor) releaseGo(m *Release) {
 	}
 	h := a.holds[m.Owner]
 	var g *grant
-	if h != nil && h.from == nil {
+	if h != nil && !h.msg {
 		for i, x := range h.grants {
 			if x.goID == m.ID {
 				g = x
@@ -435,6 +468,8 @@ func (a *lockActor) releaseGo(m *Release) {
 	a.queueRelease(h, g, m.RequestID, reply)
 }
 
+// releaseMessage releases a hold of the owner of the token the request
+// presents, whoever sends it: the sender PID proves nothing, the token does.
 func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest) {
 	from := ctx.Sender()
 	respond := func(res ReleaseResult) {
@@ -442,18 +477,15 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 			RequestId: m.RequestId, Released: res.Released, HoldCount: res.HoldCount, Error: protoError(res.Err),
 		})
 	}
-	if m.RequestId == "" {
-		respond(ReleaseResult{Err: requestIDError("", nil)})
+	owner, err := OwnerOfToken(a.env.RuntimeID, m.OwnerToken)
+	if err != nil {
+		respond(ReleaseResult{Err: err})
 		return
-	}
-	owner := m.Owner
-	if owner == "" {
-		owner = actorOwner(a.env.RuntimeID, from)
 	}
 	h := a.holds[owner]
 	write := m.Kind == messages.Kind_KIND_WRITE
 	var g *grant
-	if h != nil && samePID(h.from, from) {
+	if h != nil && h.msg {
 		// The newest acquisition of that kind goes first.
 		for i := len(h.grants) - 1; i >= 0; i-- {
 			if h.grants[i].write == write {
@@ -464,10 +496,12 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 		}
 	}
 	if g == nil {
-		respond(ReleaseResult{Err: fmt.Errorf("%w: %s holds nothing of lock %q as owner %q", ErrNotOwner, pidKey(from), a.key.Name, owner)})
+		respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
 		return
 	}
-	a.queueRelease(h, g, a.env.RuntimeID+":"+pidKey(from)+":"+m.RequestId, respond)
+	// The unlock latch is per owner, so owners reusing request ids never
+	// see each other's outcome.
+	a.queueRelease(h, g, owner+":"+m.RequestId, respond)
 }
 
 // queueRelease takes grant g out of hold h (the watchdog stops renewing it
@@ -478,6 +512,39 @@ func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func
 	}
 	a.syncRenewal(h)
 	a.ops = append(a.ops, &op{kind: opRelease, owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, onRelease: reply})
+}
+
+// cancelMessage cancels a pending AcquireRequest of the owner of the token
+// it presents, and answers the canceller.
+func (a *lockActor) cancelMessage(ctx actor.Context, m *messages.CancelRequest) {
+	respond := func(canceled bool, err error) {
+		ctx.Respond(&messages.CancelResponse{RequestId: m.RequestId, Canceled: canceled, Error: protoError(err)})
+	}
+	owner, err := OwnerOfToken(a.env.RuntimeID, m.OwnerToken)
+	switch {
+	case err != nil:
+		respond(false, err)
+	case a.pending[reqKey{from: owner, id: m.RequestId}] != nil:
+		a.cancel(ctx, reqKey{from: owner, id: m.RequestId})
+		respond(true, nil)
+	case a.knows(owner):
+		respond(false, nil) // answered already
+	default:
+		respond(false, fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
+	}
+}
+
+// knows reports whether owner holds or waits for the lock here by message.
+func (a *lockActor) knows(owner string) bool {
+	if h := a.holds[owner]; h != nil && h.msg && len(h.grants) > 0 {
+		return true
+	}
+	for _, r := range a.pending {
+		if r.msg && r.owner == owner {
+			return true
+		}
+	}
+	return false
 }
 
 // cancel abandons a pending request; an actor caller hears ErrCanceled, a Go
@@ -813,11 +880,21 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sentAt time.Time) {
 	h := a.holds[r.owner]
 	if h == nil {
-		h = &hold{owner: r.owner, from: r.from}
+		h = &hold{owner: r.owner, from: r.from, msg: r.msg, remote: r.remote, unreachable: r.unreachable}
 		a.holds[r.owner] = h
 		if r.from != nil {
 			a.watch(ctx, r.from)
 		}
+	}
+	if r.remote {
+		// Acquiring proves the owner alive now; a Terminated of the sender
+		// before the grant still needs a RenewRequest to be overruled.
+		h.aliveUntil = time.Now().Add(a.env.Watchdog)
+		if !r.suspectUntil.IsZero() {
+			h.suspect = true
+			h.aliveUntil = r.suspectUntil
+		}
+		defer a.armAlive()
 	}
 	if r.write() {
 		h.writes = g.HoldCount
@@ -1122,15 +1199,23 @@ func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
 		a.endGrant(g, err)
 		token = max(token, g.token)
 	}
-	if h.from != nil {
-		kind := a.key.Kind
-		if h.writes > 0 {
-			kind = messages.Kind_KIND_WRITE
-		}
-		ctx.Send(h.from, &messages.LockLost{Name: a.key.Name, Kind: kind, Owner: h.owner, Reason: reason, FencingToken: token})
-	}
+	a.tellLost(ctx, h, reason, token)
 	a.dropHold(ctx, h)
 	a.headReady = true
+}
+
+// tellLost pushes a LockLost to the owner actor of h, if it has one that
+// can be reached: sending to a node whose connection broke would only make
+// protoactor dial it again and again.
+func (a *lockActor) tellLost(ctx actor.Context, h *hold, reason string, token int64) {
+	if h.from == nil || h.unreachable {
+		return
+	}
+	kind := a.key.Kind
+	if h.writes > 0 {
+		kind = messages.Kind_KIND_WRITE
+	}
+	ctx.Send(h.from, &messages.LockLost{Name: a.key.Name, Kind: kind, Owner: h.owner, Reason: reason, FencingToken: token})
 }
 
 func (a *lockActor) endGrant(g *grant, cause error) {
@@ -1216,12 +1301,13 @@ func (a *lockActor) deliver(r *request, res AcquireResult) {
 		r.reply <- res
 		return
 	}
-	if r.from == nil {
+	if r.from == nil || r.unreachable {
 		return // its caller is gone
 	}
 	resp := &messages.AcquireResponse{RequestId: r.protoID, Error: protoError(res.Err), HoldCount: res.HoldCount}
 	if res.Err == nil {
 		resp.Acquired, resp.FencingToken = true, res.Token
+		resp.OwnerToken, resp.Owner = r.token.String(), r.owner
 	}
 	resp.TtlMs = res.HolderTTL.Milliseconds()
 	if res.HolderTTL < 0 {
@@ -1235,9 +1321,13 @@ func (a *lockActor) deliver(r *request, res AcquireResult) {
 func (a *lockActor) watch(ctx actor.Context, pid *actor.PID) {
 	k := pidKey(pid)
 	w := a.watched[k]
-	if w == nil {
+	switch {
+	case w == nil:
 		w = &watchRef{pid: pid}
 		a.watched[k] = w
+		ctx.Watch(pid)
+	case w.ended:
+		w.ended = false
 		ctx.Watch(pid)
 	}
 	w.refs++
@@ -1248,16 +1338,30 @@ func (a *lockActor) unwatch(ctx actor.Context, pid *actor.PID) {
 	if w := a.watched[k]; w != nil {
 		if w.refs--; w.refs <= 0 {
 			delete(a.watched, k)
-			ctx.Unwatch(pid)
+			if !w.ended {
+				ctx.Unwatch(pid)
+			}
 		}
 	}
 }
 
-// ownerStopped releases everything an actor that stopped held or waited for.
-func (a *lockActor) ownerStopped(ctx actor.Context, who *actor.PID) {
+// ownerStopped handles a Terminated for an owner actor or requester. Any
+// remote peer can send one naming any PID, so it is believed only for an
+// actor of this process that the process registry confirms gone: then
+// everything it held or waited for is released at once. For a remote actor
+// see remoteStopped.
+func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
+	who := m.Who
 	k := pidKey(who)
 	if _, ok := a.watched[k]; !ok {
 		return
+	}
+	if !a.isLocal(who) {
+		a.remoteStopped(who, m.Why == actor.TerminatedReason_AddressTerminated)
+		return
+	}
+	if _, alive := a.env.System.ProcessRegistry.GetLocal(who.Id); alive {
+		return // forged
 	}
 	delete(a.watched, k)
 	for _, r := range a.pending {
@@ -1274,6 +1378,166 @@ func (a *lockActor) ownerStopped(ctx actor.Context, who *actor.PID) {
 			a.releaseAll(h, lostError("the owner actor stopped"))
 		}
 	}
+}
+
+// ---- remote owners -----------------------------------------------------------
+//
+// An owner actor in another process is watched like a local one, but a
+// watch alone cannot tell a frozen node or a cut network from a quiet one,
+// and its Terminated can be forged by any peer. So the owner proves it is
+// alive with RenewRequests (its token says who it is): a remote owner's
+// watchdog holds are released when none came for a whole watchdog lease,
+// whatever else happens, and the watchdog renews them in Redis only until
+// then. Requesters still waiting need no RenewRequest (they may not have
+// their token yet), except after a Terminated.
+//
+// Sending to a remote PID (a reply, a LockLost, a Watch) hands the message
+// to protoactor's endpoint actors without network I/O here; only the first
+// message to a new address waits for protoactor's endpoint supervisor to
+// spawn them (the connection is then made by the endpoint's own actor).
+// Nothing more is sent to a node whose connection broke (unreachable):
+// each send would make protoactor dial it again.
+
+// isLocal reports whether pid is an actor of this process. A peer may
+// claim a local PID as its sender; it then gets a local owner's rules: its
+// hold lasts while that local actor lives (at once released if there is
+// none), which gains it nothing over renewing its own hold.
+func (a *lockActor) isLocal(pid *actor.PID) bool {
+	return pid.GetAddress() == a.env.System.Address() || pid.GetAddress() == localAddress
+}
+
+// localAddress is protoactor's address of a system without remote.
+const localAddress = "nonhost"
+
+// remoteStopped handles a Terminated for a remote actor: it stopped, or
+// the connection to its node broke (unreachable). Forged or not, it only
+// brings the liveness deadline of that actor's holds and requests forward
+// to half a lease from now: an owner whose RenewRequests keep coming (one
+// is due every lease/3) keeps its locks, and one that really stopped loses
+// them in half a lease instead of a whole one.
+func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
+	k := pidKey(who)
+	a.watched[k].ended = true
+	until := time.Now().Add(a.env.Watchdog / 2)
+	for _, r := range a.pending {
+		if r.from != nil && pidKey(r.from) == k {
+			if r.suspectUntil.IsZero() || until.Before(r.suspectUntil) {
+				r.suspectUntil = until
+			}
+			r.unreachable = r.unreachable || unreachable
+		}
+	}
+	for _, h := range a.holds {
+		if h.from != nil && pidKey(h.from) == k {
+			h.suspect = true
+			if h.aliveUntil.IsZero() || until.Before(h.aliveUntil) {
+				h.aliveUntil = until
+			}
+			h.unreachable = h.unreachable || unreachable
+		}
+	}
+	a.armAlive()
+}
+
+// renewMessage takes a RenewRequest as the proof that the owner of its
+// token is alive: its holds are kept (and renewed by the watchdog) for
+// another lease, and its waiting requests are no longer suspect.
+func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
+	respond := func(err error) {
+		resp := &messages.RenewResponse{RequestId: m.RequestId, Error: protoError(err)}
+		if err == nil {
+			resp.Renewed, resp.LeaseMs = true, a.env.Watchdog.Milliseconds()
+		}
+		ctx.Respond(resp)
+	}
+	owner, err := OwnerOfToken(a.env.RuntimeID, m.OwnerToken)
+	switch {
+	case err != nil:
+		respond(err)
+		return
+	case !a.knows(owner):
+		respond(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
+		return
+	}
+	if h := a.holds[owner]; h != nil && h.remote {
+		h.aliveUntil = time.Now().Add(a.env.Watchdog)
+		h.suspect, h.unreachable = false, false
+	}
+	for _, r := range a.pending {
+		if r.msg && r.owner == owner {
+			r.suspectUntil, r.unreachable = time.Time{}, false
+		}
+	}
+	respond(nil)
+}
+
+// liveness reports whether h is released when aliveUntil passes.
+func (h *hold) liveness() bool {
+	return h.remote && (h.watchdogs > 0 || h.suspect) && !h.aliveUntil.IsZero()
+}
+
+// armAlive keeps one timer at the earliest liveness deadline; if it fires
+// early (a RenewRequest moved the deadline), expireOwners re-arms it.
+func (a *lockActor) armAlive() {
+	var earliest time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
+			earliest = t
+		}
+	}
+	for _, h := range a.holds {
+		if h.liveness() {
+			consider(h.aliveUntil)
+		}
+	}
+	for _, r := range a.pending {
+		consider(r.suspectUntil)
+	}
+	if !earliest.IsZero() {
+		a.alive.setEarliest(a.timers, a.self, earliest)
+	}
+}
+
+// expireOwners gives up on the remote owners that did not prove alive in
+// time: their waiting requests are forgotten, their holds released (and
+// their owner actors told, if reachable).
+func (a *lockActor) expireOwners(ctx actor.Context) {
+	now := time.Now()
+	for _, r := range a.pending {
+		if !r.suspectUntil.IsZero() && !now.Before(r.suspectUntil) {
+			a.unwatch(ctx, r.from)
+			r.reply, r.from = nil, nil // nobody to tell
+			a.forget(r)
+			if !r.inflight {
+				a.leaveIfQueued(r, false)
+			}
+		}
+	}
+	for _, h := range a.holds {
+		if h.liveness() && !now.Before(h.aliveUntil) {
+			reason := fmt.Sprintf("no RenewRequest from the remote owner for %v", a.env.Watchdog)
+			if h.suspect {
+				reason = "the remote owner actor stopped or its connection broke, and no RenewRequest came since"
+			}
+			a.abandon(ctx, h, reason)
+		}
+	}
+	a.armAlive()
+}
+
+// abandon releases every hold of a remote owner that stopped proving it
+// is alive, and tells it so if it can be reached.
+func (a *lockActor) abandon(ctx actor.Context, h *hold, reason string) {
+	var token int64
+	for _, g := range h.grants {
+		token = max(token, g.token)
+	}
+	a.tellLost(ctx, h, reason, token)
+	if h.from != nil {
+		a.unwatch(ctx, h.from)
+	}
+	h.aliveUntil, h.suspect = time.Time{}, false
+	a.releaseAll(h, lostError(reason))
 }
 
 // releaseAll ends every grant of h and queues the release of all its holds.
@@ -1367,6 +1631,7 @@ func (a *lockActor) drain(ctx actor.Context) {
 func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
 	a.validity.cancel()
+	a.alive.cancel()
 	for _, r := range a.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/actorlock/actorlock/messages"
 )
 
-// MaxOwnerBytes bounds an owner id named in a message.
+// MaxOwnerBytes bounds the owner id of a Go handle (WithOwner).
 const MaxOwnerBytes = 1 << 10
 
 type lockRef struct {
@@ -46,6 +46,12 @@ var lockSupervision = actor.NewOneForOneStrategy(0, time.Second, func(any) actor
 })
 
 func (m *manager) Receive(ctx actor.Context) {
+	if pm, ok := ctx.Message().(proto.Message); ok && isProtocol(pm) {
+		if err := checkBounds(pm); err != nil {
+			m.refuse(ctx, pm, err)
+			return
+		}
+	}
 	switch msg := ctx.Message().(type) {
 	case routed:
 		switch key := familyKey(msg.lockKey()); {
@@ -61,19 +67,19 @@ func (m *manager) Receive(ctx actor.Context) {
 			m.respond(ctx, &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)})
 			return
 		}
-		m.routeMessage(ctx, msg.Kind, msg.Name, true, func(err error) any {
+		m.routeAcquire(ctx, msg.Kind, msg.Name, func(err error) any {
 			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
 		})
 	case *messages.ReleaseRequest:
-		m.routeMessage(ctx, msg.Kind, msg.Name, false, func(err error) any {
-			if err == nil {
-				err = fmt.Errorf("%w: nothing of lock %q is held here", ErrNotOwner, msg.Name)
-			}
-			return &messages.ReleaseResponse{RequestId: msg.RequestId, Error: protoError(requestIDError(msg.RequestId, err))}
-		})
+		if msg.Owner != "" { //nolint:staticcheck // refused, not used
+			m.refuse(ctx, msg, ownerFieldError())
+			return
+		}
+		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "held")
+	case *messages.RenewRequest:
+		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "held or awaited")
 	case *messages.CancelRequest:
-		// Nothing pending means nothing to cancel, and nobody to answer.
-		m.routeMessage(ctx, msg.Kind, msg.Name, false, nil)
+		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "awaited")
 	case *idleReport:
 		// The lock actor has processed everything routed to it and is idle,
 		// so stopping it loses nothing. If more was routed meanwhile, it
@@ -83,6 +89,12 @@ func (m *manager) Receive(ctx actor.Context) {
 			ctx.Stop(ref.pid)
 		}
 	case *actor.Terminated:
+		if _, alive := m.env.System.ProcessRegistry.GetLocal(msg.Who.GetId()); alive {
+			// Forged (any remote peer can send a Terminated naming our
+			// actors): forgetting a live lock actor would let a second one
+			// serve the same name.
+			return
+		}
 		for k, ref := range m.locks {
 			if samePID(ref.pid, msg.Who) {
 				delete(m.locks, k)
@@ -115,6 +127,59 @@ func (m *manager) Receive(ctx actor.Context) {
 // protocolPackage is the protobuf package of package messages.
 var protocolPackage = (&messages.AcquireRequest{}).ProtoReflect().Descriptor().ParentFile().Package()
 
+func isProtocol(m proto.Message) bool {
+	return m.ProtoReflect().Descriptor().ParentFile().Package() == protocolPackage
+}
+
+// refuse answers request m with err, or drops it (logging why, never its
+// content) when it is not a request this runtime answers or has no sender.
+func (m *manager) refuse(ctx actor.Context, req proto.Message, err error) {
+	resp := refusal(req, err)
+	if resp == nil || ctx.Sender() == nil {
+		m.env.Log.Warn("actorlock: dropped an invalid message",
+			slog.String("type", string(req.ProtoReflect().Descriptor().FullName())), slog.Any("error", err))
+		return
+	}
+	ctx.Respond(resp)
+}
+
+// routeOwned routes a request of an owner (release, renew, cancel) to the
+// lock actor of its name, after checking what can be checked without it:
+// the target, the request id and the owner token, which must be present
+// (NOT_OWNER otherwise: only the owner may do this) and well-formed. With no
+// lock actor for the name nobody owns anything of it here: it is refused
+// without spawning one, so garbage from a peer costs no actor. what says
+// what the owner would have to do with the lock ("held"...), for the error.
+func (m *manager) routeOwned(ctx actor.Context, req proto.Message, kind messages.Kind, name, requestID, token, what string) {
+	err := validateTarget(kind, name, ctx.Sender())
+	switch {
+	case err != nil:
+	case requestID == "":
+		err = requestIDError("", nil)
+	case token == "":
+		err = fmt.Errorf("%w: no owner_token (only the owner of lock %q may do this; its token came in the AcquireResponse)", ErrNotOwner, name)
+	default:
+		err = ValidateOwnerToken(token)
+	}
+	if err == nil && m.draining {
+		err = ErrClosed
+	}
+	if err == nil && m.locks[familyKey(LockKey{Kind: kind, Name: name})] != nil {
+		m.route(ctx, familyKey(LockKey{Kind: kind, Name: name}))
+		return
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: nothing of lock %q is %s here by that owner_token", ErrNotOwner, name, what)
+	}
+	m.refuse(ctx, req, err)
+}
+
+// ownerFieldError refuses the deprecated owner field: naming an owner id
+// would let any peer act as any owner.
+func ownerFieldError() error {
+	return fmt.Errorf("%w: the owner field is no longer accepted; ownership is proven by owner_token", ErrInvalidArgument)
+}
+
 func (m *manager) route(ctx actor.Context, key LockKey) {
 	ref := m.locks[key]
 	if ref == nil {
@@ -125,25 +190,19 @@ func (m *manager) route(ctx actor.Context, key LockKey) {
 	ctx.Forward(ref.pid)
 }
 
-// routeMessage validates what every lock message names, then routes it. A
-// message that does not start anything (a release or a cancel) is refused
-// when no lock actor serves its name: there is nothing it could refer to, and
-// a remote actor must not make this runtime spawn actors for garbage.
-// refusal builds the answer; a nil refusal, or a nil error passed to it for
-// "nothing here", answers nothing or refuses as the message requires.
-func (m *manager) routeMessage(ctx actor.Context, kind messages.Kind, name string, spawn bool, refusal func(error) any) {
-	key := familyKey(LockKey{Kind: kind, Name: name})
+// routeAcquire validates what an AcquireRequest names, then routes it,
+// spawning the lock actor of its name if needed; refusal builds the answer
+// when it cannot be routed.
+func (m *manager) routeAcquire(ctx actor.Context, kind messages.Kind, name string, refusal func(error) any) {
 	err := validateTarget(kind, name, ctx.Sender())
 	if err == nil && m.draining {
 		err = ErrClosed
 	}
-	if err == nil && (spawn || m.locks[key] != nil) {
-		m.route(ctx, key)
+	if err == nil {
+		m.route(ctx, familyKey(LockKey{Kind: kind, Name: name}))
 		return
 	}
-	if refusal != nil {
-		m.respond(ctx, refusal(err))
-	}
+	m.respond(ctx, refusal(err))
 }
 
 func (m *manager) respond(ctx actor.Context, resp any) {
@@ -233,8 +292,10 @@ func validateAcquire(m *messages.AcquireRequest, sender *actor.PID) error {
 		return fmt.Errorf("%w: negative lease_ms %d", ErrInvalidArgument, m.LeaseMs)
 	case m.WaitIndefinitely && m.WaitMs != 0:
 		return fmt.Errorf("%w: wait_indefinitely with wait_ms %d", ErrInvalidArgument, m.WaitMs)
-	case len(m.Owner) > MaxOwnerBytes:
-		return fmt.Errorf("%w: owner of %d bytes exceeds %d", ErrInvalidArgument, len(m.Owner), MaxOwnerBytes)
+	case m.Owner != "": //nolint:staticcheck // refused, not used
+		return ownerFieldError()
+	case m.OwnerToken != "":
+		return ValidateOwnerToken(m.OwnerToken)
 	}
 	return nil
 }

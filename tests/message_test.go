@@ -76,6 +76,8 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	assert.Equal(t, "a1", resp.RequestId)
 	assert.Positive(t, resp.FencingToken)
 	assert.EqualValues(t, 1, resp.HoldCount)
+	token := resp.OwnerToken
+	require.Regexp(t, "^[0-9a-f]{32}$", token, "128 random bits")
 
 	fields, err := rdb.HGetAll(ctx, "by-message").Result()
 	require.NoError(t, err)
@@ -84,25 +86,45 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	for k := range fields {
 		ownerID = k
 	}
-	assert.True(t, strings.HasPrefix(ownerID, rt.ID()+":"), "the owner is the requesting actor: %s", ownerID)
+	want, err := rt.TokenOwner(token)
+	require.NoError(t, err)
+	assert.Equal(t, want, ownerID, "the owner in Redis is the token's")
+	assert.Equal(t, ownerID, resp.Owner)
+	assert.True(t, strings.HasPrefix(ownerID, rt.ID()+":"), "an owner of this runtime: %s", ownerID)
+	assert.NotContains(t, ownerID, token, "the token itself is not stored")
 
-	// Another actor cannot release it, neither as itself nor naming the owner.
-	intruder.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r1", Name: "by-message", Kind: messages.Kind_KIND_LOCK})
-	rel := receive[*messages.ReleaseResponse](t, intruder, 3*time.Second)
-	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode())
-	intruder.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID})
-	rel = receive[*messages.ReleaseResponse](t, intruder, 3*time.Second)
-	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode())
-	// Nor take it over by naming the owner (that would be a re-entry).
+	// Another actor cannot release it: not without the token, not with
+	// another one, and naming the owner id is refused outright.
+	for i, req := range []*messages.ReleaseRequest{
+		{RequestId: "r1", Name: "by-message", Kind: messages.Kind_KIND_LOCK},
+		{RequestId: "r2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()},
+		{RequestId: "r3", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID},
+	} {
+		intruder.send(sys, rt.PID(), req)
+		rel := receive[*messages.ReleaseResponse](t, intruder, 3*time.Second)
+		want := messages.ErrorCode_ERROR_CODE_NOT_OWNER
+		if i == 2 {
+			want = messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT
+		}
+		assert.Equal(t, want, rel.GetError().GetCode(), "release %s", req.RequestId)
+		assert.NotContains(t, rel.GetError().GetMessage(), token)
+	}
+	// Nor take it over: naming the owner is refused, and another token is
+	// another owner, which finds the lock taken.
 	intruder.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "a2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID})
 	resp = receive[*messages.AcquireResponse](t, intruder, 3*time.Second)
 	assert.False(t, resp.Acquired)
-	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, resp.GetError().GetCode())
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode())
+	intruder.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "a3", Name: "by-message", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	resp = receive[*messages.AcquireResponse](t, intruder, 3*time.Second)
+	assert.False(t, resp.Acquired)
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_ACQUIRED, resp.GetError().GetCode())
 	n, err := rdb.HGet(ctx, "by-message", ownerID).Int()
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "the holder is untouched")
 
-	// Held past the watchdog lease: renewed while the actor lives.
+	// Held past the watchdog lease: renewed while the actor lives (an actor
+	// of the runtime's own process needs no RenewRequest).
 	time.Sleep(1500 * time.Millisecond)
 	n, err = rdb.HGet(ctx, "by-message", ownerID).Int()
 	require.NoError(t, err)
@@ -120,17 +142,20 @@ func TestActorReleasesReentersAndIsToldOfLoss(t *testing.T) {
 	sys := rt.ActorSystem()
 	p := spawnProbe(t, sys)
 
-	acquire := func(id string) *messages.AcquireResponse {
-		p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: id, Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK})
+	acquire := func(id, token string) *messages.AcquireResponse {
+		p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: id, Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
 	}
-	r1, r2 := acquire("1"), acquire("2")
+	r1 := acquire("1", "")
 	require.True(t, r1.Acquired)
-	require.True(t, r2.Acquired, "re-entry by the same actor")
+	r2 := acquire("2", r1.OwnerToken)
+	require.True(t, r2.Acquired, "re-entry by the owner (its token)")
+	assert.Equal(t, r1.OwnerToken, r2.OwnerToken)
 	assert.EqualValues(t, 2, r2.HoldCount)
 	assert.Greater(t, r2.FencingToken, r1.FencingToken)
+	token := r1.OwnerToken
 
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "3", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK})
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "3", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	rel := receive[*messages.ReleaseResponse](t, p, 3*time.Second)
 	require.Nil(t, rel.Error)
 	assert.False(t, rel.Released)
@@ -141,7 +166,7 @@ func TestActorReleasesReentersAndIsToldOfLoss(t *testing.T) {
 	assert.Equal(t, "msg-reentrant", lost.Name)
 	assert.Equal(t, r1.FencingToken, lost.FencingToken, "the release took the newest hold; the first one was lost")
 
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "4", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK})
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "4", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	rel = receive[*messages.ReleaseResponse](t, p, 3*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode(), "nothing left to release")
 }
@@ -153,10 +178,25 @@ func TestActorCancelsAWaitingRequest(t *testing.T) {
 	sys := rt.ActorSystem()
 	h, err := rt.Lock("msg-cancel").Acquire(ctx)
 	require.NoError(t, err)
-	p := spawnProbe(t, sys)
-	p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, WaitIndefinitely: true})
+	p, other := spawnProbe(t, sys), spawnProbe(t, sys)
+	// The requester chooses its token, so it can cancel before any response.
+	token := actorlock.NewOwnerToken()
+	p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, WaitIndefinitely: true, OwnerToken: token})
 	time.Sleep(100 * time.Millisecond)
-	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK})
+	// Only with that token: without it, or with another, the wait goes on.
+	for _, tok := range []string{"", actorlock.NewOwnerToken()} {
+		other.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, OwnerToken: tok})
+		c := receive[*messages.CancelResponse](t, other, 2*time.Second)
+		assert.False(t, c.Canceled)
+		assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, c.GetError().GetCode())
+	}
+	select {
+	case m := <-p.inbox:
+		t.Fatalf("the waiter was answered: %v", m)
+	case <-time.After(100 * time.Millisecond):
+	}
+	other.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+	assert.True(t, receive[*messages.CancelResponse](t, other, 2*time.Second).Canceled, "the token is the proof, whoever sends it")
 	resp := receive[*messages.AcquireResponse](t, p, 2*time.Second)
 	assert.False(t, resp.Acquired)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_CANCELED, resp.GetError().GetCode())
@@ -185,13 +225,43 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 		{RequestId: "7", Name: "x", Kind: messages.Kind_KIND_LOCK, WaitMs: 10, WaitIndefinitely: true},
 		{RequestId: "8", Name: "x", Kind: messages.Kind_KIND_LOCK, Owner: strings.Repeat("o", 2000)},
 		{RequestId: "", Name: "x", Kind: messages.Kind_KIND_LOCK},
+		{RequestId: "9", Name: "x", Kind: messages.Kind_KIND_LOCK, Owner: "someone"},
+		{RequestId: "10", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: "abc"},
+		{RequestId: "11", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: strings.Repeat("a", 31)},
+		{RequestId: "12", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: strings.Repeat("a", 33)},
+		{RequestId: "13", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: strings.Repeat("g", 32)},
+		{RequestId: "14", Name: "x", Kind: messages.Kind_KIND_LOCK, LeaseMs: 1 << 62},
+		{RequestId: "15", Name: "x", Kind: messages.Kind_KIND_LOCK, WaitMs: 1 << 62},
+		{RequestId: strings.Repeat("i", 257), Name: "x", Kind: messages.Kind_KIND_LOCK},
 	} {
 		p.send(sys, rt.PID(), req)
 		resp := receive[*messages.AcquireResponse](t, p, 2*time.Second)
 		assert.False(t, resp.Acquired)
-		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode(), "request %q", req.RequestId)
-		assert.Equal(t, req.RequestId, resp.RequestId)
+		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode(), "request %.20q", req.RequestId)
+		if len(req.RequestId) <= 256 {
+			assert.Equal(t, req.RequestId, resp.RequestId)
+		} else {
+			assert.Empty(t, resp.RequestId, "an oversized id is not sent back")
+		}
+		if req.OwnerToken != "" {
+			assert.NotContains(t, resp.GetError().GetMessage(), req.OwnerToken, "a token is never echoed")
+		}
 	}
+	// Releases, renewals and cancels with a malformed token, or naming an owner.
+	bad := strings.Repeat("z", 32)
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "b1", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.ReleaseResponse](t, p, 2*time.Second).GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "b2", Name: "x", Kind: messages.Kind_KIND_LOCK, Owner: "someone"})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.ReleaseResponse](t, p, 2*time.Second).GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "b3", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.RenewResponse](t, p, 2*time.Second).GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "b4", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.CancelResponse](t, p, 2*time.Second).GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "b5", Name: "", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.RenewResponse](t, p, 2*time.Second).GetError().GetCode())
+	// Queue messages are bounded too: an oversized payload.
+	p.send(sys, rt.PID(), &messages.OfferRequest{RequestId: "o", Name: "q", Payload: make([]byte, 1<<20+1)})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.OfferResponse](t, p, 2*time.Second).GetError().GetCode())
 	// Releases and cancels of names nobody holds spawn nothing.
 	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
 	rel := receive[*messages.ReleaseResponse](t, p, 2*time.Second)
@@ -199,7 +269,13 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
 	rel = receive[*messages.ReleaseResponse](t, p, 2*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, rel.GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "c", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	rel = receive[*messages.ReleaseResponse](t, p, 2*time.Second)
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "c", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, receive[*messages.CancelResponse](t, p, 2*time.Second).GetError().GetCode())
+	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "n", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, receive[*messages.RenewResponse](t, p, 2*time.Second).GetError().GetCode())
 	// Without a sender nobody can be answered or own anything: dropped.
 	sys.Root.Send(rt.PID(), &messages.AcquireRequest{RequestId: "x", Name: "x", Kind: messages.Kind_KIND_LOCK})
 	st, err := rt.Stats(ctxFor(t, time.Second))

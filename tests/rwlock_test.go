@@ -291,17 +291,21 @@ func TestLockKindsByMessage(t *testing.T) {
 		p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: id, Name: "msg-rw", Kind: kind, WaitMs: wait})
 		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
 	}
-	require.True(t, acquire(r1, "1", messages.Kind_KIND_READ, 0).Acquired)
-	require.True(t, acquire(r2, "1", messages.Kind_KIND_READ, 0).Acquired, "readers share")
+	read1 := acquire(r1, "1", messages.Kind_KIND_READ, 0)
+	require.True(t, read1.Acquired)
+	read2 := acquire(r2, "1", messages.Kind_KIND_READ, 0)
+	require.True(t, read2.Acquired, "readers share")
 	assert.False(t, acquire(wr, "1", messages.Kind_KIND_WRITE, 0).Acquired, "no writer while they read")
 
 	// A waiting writer gets it when both readers have released.
-	wr.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "2", Name: "msg-rw", Kind: messages.Kind_KIND_WRITE, WaitMs: 5000})
-	wr.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "3", Name: "msg-rw", Kind: messages.Kind_KIND_READ})
+	wrToken := actorlock.NewOwnerToken()
+	wr.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "2", Name: "msg-rw", Kind: messages.Kind_KIND_WRITE, WaitMs: 5000, OwnerToken: wrToken})
+	wr.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "3", Name: "msg-rw", Kind: messages.Kind_KIND_READ, OwnerToken: wrToken})
 	rel := receive[*messages.ReleaseResponse](t, wr, 3*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode(), "a writer cannot release readers' holds")
-	for _, p := range []*probe{r1, r2} {
-		p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "9", Name: "msg-rw", Kind: messages.Kind_KIND_READ})
+	for i, p := range []*probe{r1, r2} {
+		token := []string{read1.OwnerToken, read2.OwnerToken}[i]
+		p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "9", Name: "msg-rw", Kind: messages.Kind_KIND_READ, OwnerToken: token})
 		require.Nil(t, receive[*messages.ReleaseResponse](t, p, 3*time.Second).Error)
 	}
 	got := receive[*messages.AcquireResponse](t, wr, 3*time.Second)
@@ -313,7 +317,8 @@ func TestLockKindsByMessage(t *testing.T) {
 	// A fair lock by message.
 	f := spawnProbe(t, sys)
 	f.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "f", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR})
-	require.True(t, receive[*messages.AcquireResponse](t, f, 3*time.Second).Acquired)
-	f.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "g", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR})
+	fair := receive[*messages.AcquireResponse](t, f, 3*time.Second)
+	require.True(t, fair.Acquired)
+	f.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "g", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR, OwnerToken: fair.OwnerToken})
 	assert.True(t, receive[*messages.ReleaseResponse](t, f, 3*time.Second).Released)
 }
