@@ -81,6 +81,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
+	cluster, err := setupCluster(rdb, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	logger := cfg.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -97,10 +101,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		)
 		rt.ownSystem = true
 	}
-	_, cluster := rdb.(*redis.ClusterClient)
 	rt.actors = actors.Start(actors.Config{
 		System:      rt.sys,
-		Redis:       rdb,
+		Redis:       cluster.scripts,
 		Log:         logger,
 		RuntimeID:   rt.id,
 		Watchdog:    cfg.watchdog,
@@ -109,11 +112,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		TokenTTL:    cfg.tokenTTL,
 		// Long enough to cover go-redis's and our own retries of one
 		// unlock, short enough not to pile up keys.
-		LatchTTL:    cfg.callTimeout,
-		MaxHandoffs: cfg.handoffs,
-		FairWait:    cfg.fairWait,
-		ReplicaSync: cfg.replicaSync,
-		Cluster:     cluster,
+		LatchTTL:      cfg.callTimeout,
+		MaxHandoffs:   cfg.handoffs,
+		FairWait:      cfg.fairWait,
+		ReplicaSync:   cfg.replicaSync,
+		Cluster:       cluster.cc,
+		ShardedPubSub: cluster.sharded,
 	})
 	return rt, nil
 }

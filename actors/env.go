@@ -55,8 +55,13 @@ type Config struct {
 	// an acquisition that too few replicas confirm is undone and tried
 	// again, up to Attempts times.
 	ReplicaSync ReplicaSync
-	// Cluster groups batched renewals per hash slot.
-	Cluster bool
+	// Cluster is Redis as a cluster client, nil for any other client:
+	// batched renewals are then grouped per hash slot.
+	Cluster *redis.ClusterClient
+	// ShardedPubSub subscribes with SSUBSCRIBE, one connection per shard
+	// (Cluster must be set); Redis must then be a scripts.Sharded client,
+	// so that the scripts publish with SPUBLISH.
+	ShardedPubSub bool
 }
 
 // ReplicaSync configures WAIT after lock scripts (see Config.ReplicaSync).
