@@ -203,7 +203,7 @@ func (c *shardedConn) place() bool {
 			// receive would dial a random node).
 			sh = &shard{addr: addr, ps: c.cc.SSubscribe(ctx), topics: map[Topic]struct{}{}}
 		}
-		err := sh.ps.SSubscribe(ctx, chans...)
+		err := sSubscribe(ctx, sh.ps, chans)
 		if fresh && err != nil {
 			c.closeShard(sh)
 			continue
@@ -227,6 +227,21 @@ func (c *shardedConn) place() bool {
 		return false
 	}
 	return true
+}
+
+// sSubscribe subscribes chans with one SSUBSCRIBE per slot: Redis refuses
+// one that spans several (CROSSSLOT).
+func sSubscribe(ctx context.Context, ps *redis.PubSub, chans []string) error {
+	bySlot := map[uint16][]string{}
+	for _, ch := range chans {
+		bySlot[hashSlot(ch)] = append(bySlot[hashSlot(ch)], ch)
+	}
+	for _, group := range bySlot {
+		if err := ps.SSubscribe(ctx, group...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readLoop turns what shard receives into router events until the shard is

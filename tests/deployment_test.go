@@ -26,9 +26,23 @@ type deployment struct {
 // read-write lock and delayed-queue suites hold on both.
 func eachDeployment(t *testing.T, test func(t *testing.T, d *deployment)) {
 	t.Helper()
+	onDeployments(t, true, test)
+}
+
+// eachDeploymentInTurn is eachDeployment for tests that measure timing or
+// load the machine: one deployment after the other.
+func eachDeploymentInTurn(t *testing.T, test func(t *testing.T, d *deployment)) {
+	t.Helper()
+	onDeployments(t, false, test)
+}
+
+func onDeployments(t *testing.T, parallel bool, test func(t *testing.T, d *deployment)) {
+	t.Helper()
 	for _, kind := range []string{"single", "cluster"} {
 		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
+			if parallel {
+				t.Parallel()
+			}
 			test(t, startDeployment(t, kind))
 		})
 	}

@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrNoCLI: redis-cli, which creates clusters, is not installed.
@@ -152,4 +155,81 @@ func clusterOK(addr string, n int) error {
 		}
 	}
 	return nil
+}
+
+// MoveSlot migrates slot, with its keys, from the master serving it to dst,
+// as resharding does: IMPORTING on dst, MIGRATING on the source, MIGRATE of
+// its keys, then every master is told that dst serves it.
+func (c *Cluster) MoveSlot(ctx context.Context, slot int, dst *Server) error {
+	clients := map[string]*redis.Client{}
+	for _, s := range c.Masters {
+		clients[s.Addr] = redis.NewClient(&redis.Options{Addr: s.Addr})
+		defer clients[s.Addr].Close()
+	}
+	ranges, err := clients[dst.Addr].ClusterSlots(ctx).Result()
+	if err != nil {
+		return err
+	}
+	var src string
+	for _, r := range ranges {
+		if int(r.Start) <= slot && slot <= int(r.End) && len(r.Nodes) > 0 {
+			src = r.Nodes[0].Addr
+		}
+	}
+	from, to := clients[src], clients[dst.Addr]
+	if from == nil {
+		return fmt.Errorf("redisserver: no master of the cluster serves slot %d", slot)
+	}
+	if from == to {
+		return nil
+	}
+	fromID, err := from.ClusterMyID(ctx).Result()
+	if err != nil {
+		return err
+	}
+	toID, err := to.ClusterMyID(ctx).Result()
+	if err != nil {
+		return err
+	}
+	steps := []error{
+		to.Do(ctx, "cluster", "setslot", slot, "importing", fromID).Err(),
+		from.Do(ctx, "cluster", "setslot", slot, "migrating", toID).Err(),
+	}
+	if err := errors.Join(steps...); err != nil {
+		return err
+	}
+	for {
+		keys, err := from.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := []any{"migrate", "127.0.0.1", dst.Port, "", 0, 5000, "keys"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := from.Do(ctx, args...).Err(); err != nil {
+			return err
+		}
+	}
+	// The new owner first, so that no master points at a node that does
+	// not know yet that it serves the slot.
+	for _, c := range append([]*redis.Client{to, from}, otherClients(clients, to, from)...) {
+		if err := c.Do(ctx, "cluster", "setslot", slot, "node", toID).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func otherClients(all map[string]*redis.Client, skip ...*redis.Client) []*redis.Client {
+	var out []*redis.Client
+	for _, c := range all {
+		if !slices.Contains(skip, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
