@@ -25,7 +25,9 @@ type config struct {
 	replicaSync actors.ReplicaSync
 	remote      *RemoteConfig
 	name        string
-	err         error
+	// shardedPubSub: nil asks the cluster.
+	shardedPubSub *bool
+	err           error
 }
 
 func defaultConfig() config {
@@ -190,6 +192,16 @@ func WithReplicaSyncAttempts(n int) Option {
 		}
 		c.replicaSync.Attempts = n
 	}
+}
+
+// WithShardedPubSub says whether, with a cluster client, lock channels use
+// sharded pub/sub (SPUBLISH in the scripts, SSUBSCRIBE with one connection
+// per shard that has waiters), as Redisson does on Redis 7: a message then
+// travels only within its shard instead of to every node of the cluster.
+// Default: New asks the cluster whether it has it (Redis 7 or later). Plain
+// pub/sub works on any cluster. Every process sharing locks must agree.
+func WithShardedPubSub(on bool) Option {
+	return func(c *config) { c.shardedPubSub = &on }
 }
 
 // LockOption configures a lock handle.

@@ -88,6 +88,10 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if cfg.remote != nil && cfg.system != nil {
 		return nil, fmt.Errorf("%w: WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (RemoteOptions) and name the runtime's PID with WithName", ErrInvalidArgument)
 	}
+	cluster, err := setupCluster(rdb, &cfg)
+	if err != nil {
+		return nil, err
+	}
 	logger := cfg.logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -117,10 +121,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 			name = cfg.remote.Name
 		}
 	}
-	_, cluster := rdb.(*redis.ClusterClient)
 	rt.actors = actors.Start(actors.Config{
 		System:      rt.sys,
-		Redis:       rdb,
+		Redis:       cluster.scripts,
 		Log:         logger,
 		RuntimeID:   rt.id,
 		Watchdog:    cfg.watchdog,
@@ -129,11 +132,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		TokenTTL:    cfg.tokenTTL,
 		// Long enough to cover go-redis's and our own retries of one
 		// unlock, short enough not to pile up keys.
-		LatchTTL:    cfg.callTimeout,
-		MaxHandoffs: cfg.handoffs,
-		FairWait:    cfg.fairWait,
-		ReplicaSync: cfg.replicaSync,
-		Cluster:     cluster,
+		LatchTTL:      cfg.callTimeout,
+		MaxHandoffs:   cfg.handoffs,
+		FairWait:      cfg.fairWait,
+		ReplicaSync:   cfg.replicaSync,
+		Cluster:       cluster.cc,
+		ShardedPubSub: cluster.sharded,
 	})
 	if name != "" {
 		gw, err := actors.SpawnGateway(rt.sys, name, rt.actors.Manager())

@@ -67,7 +67,7 @@ func newMover(env *Env, key SvcKey) *mover {
 		env: env, key: key,
 		timers: scheduler.NewTimerScheduler(env.System.Root),
 		idle:   idleness{key: key},
-		topic:  Topic{Name: scripts.DelayChannel(key.Name)},
+		topic:  Topic(scripts.DelayChannel(key.Name)),
 	}
 }
 

@@ -56,8 +56,13 @@ type Config struct {
 	// an acquisition that too few replicas confirm is undone and tried
 	// again, up to Attempts times.
 	ReplicaSync ReplicaSync
-	// Cluster groups batched renewals per hash slot.
-	Cluster bool
+	// Cluster is Redis as a cluster client, nil for any other client:
+	// batched renewals are then grouped per hash slot.
+	Cluster *redis.ClusterClient
+	// ShardedPubSub subscribes with SSUBSCRIBE, one connection per shard
+	// (Cluster must be set); Redis must then be a scripts.Sharded client,
+	// so that the scripts publish with SPUBLISH.
+	ShardedPubSub bool
 }
 
 // ReplicaSync configures WAIT after lock scripts (see Config.ReplicaSync).
@@ -179,14 +184,16 @@ func (e *Env) work(call func()) {
 }
 
 // retryUnknown runs a lock-mutating call, re-attempting while its outcome is
-// unknown (the connection broke, or Redis answered that it cannot run it
-// now). attempt is 0 first; later attempts must be safe if an earlier one
-// took effect, which the scripts ensure when told it is a re-attempt.
+// unknown (the connection broke: up to 3 more times) or Redis answered that
+// it cannot run it now (a failover or a cluster converging: as long as ctx,
+// bounded by CallTimeout, lasts). attempt is 0 first; later attempts must be
+// safe if an earlier one took effect, which the scripts ensure when told it
+// is a re-attempt.
 func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt int) error) error {
 	backoff := 10 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		err := call(ctx, attempt)
-		if err == nil || !outcomeUnknown(err) || attempt == 3 || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || !(refusedForNow(err) || outcomeUnknown(err) && attempt < 3) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -196,22 +203,25 @@ func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt in
 			return err
 		case <-t.C:
 		}
-		backoff *= 4
+		backoff = min(4*backoff, 250*time.Millisecond)
 	}
 }
 
-// outcomeUnknown reports whether a failed call may be re-attempted: a
-// transport failure after the command may have left (it may or may not have
-// run) or a Redis refusal that means "not now" (it did not run). A failed
-// dial is final here: the command never left, and go-redis has already
-// retried the dial.
+// outcomeUnknown reports whether a failed call may have taken effect, or
+// not, unbeknownst to us: a transport failure after the command may have
+// left. A failed dial is final here: the command never left, and go-redis
+// has already retried the dial.
 func outcomeUnknown(err error) bool {
-	if !mayHaveRun(err) {
-		return false
-	}
+	var rerr redis.Error
+	return mayHaveRun(err) && !errors.As(err, &rerr) && !errors.Is(err, context.Canceled)
+}
+
+// refusedForNow reports whether Redis refused to run a call for a reason
+// that passes: it did not run, and may be tried again.
+func refusedForNow(err error) bool {
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
-		return !errors.Is(err, context.Canceled)
+		return false
 	}
 	msg := rerr.Error()
 	for _, p := range []string{"LOADING", "READONLY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "NOREPLICAS"} {

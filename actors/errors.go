@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/actorlock/actorlock/messages"
 )
@@ -34,6 +35,11 @@ func ValidateName(name string) error {
 		return fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
 	case len(name) > MaxNameBytes:
 		return fmt.Errorf("%w: lock name of %d bytes exceeds %d", ErrInvalidArgument, len(name), MaxNameBytes)
+	case strings.Contains(name, "{") && !hasHashTag(name):
+		// Its auxiliary keys (prefix + ":" + name) would hash whole while
+		// the name alone hashes differently: on a cluster they would land in
+		// other slots than the lock key, and every script would fail.
+		return fmt.Errorf("%w: lock name %q contains '{' but no non-empty {hash tag}", ErrInvalidArgument, name)
 	}
 	return nil
 }

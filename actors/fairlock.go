@@ -23,11 +23,11 @@ import "github.com/actorlock/actorlock/scripts"
 // lock passed around in one process never subscribes.
 func (a *lockActor) fairTopic() Topic {
 	if a.queue.Len() == 0 || len(a.holds) > 0 {
-		return Topic{}
+		return ""
 	}
 	head := a.queue.Front().Value.(*request)
 	if !head.enqueued {
-		return Topic{}
+		return ""
 	}
-	return Topic{Name: scripts.FairChannel(a.key.Name, head.owner)}
+	return Topic(scripts.FairChannel(a.key.Name, head.owner))
 }

@@ -49,7 +49,7 @@ func newLatchActor(env *Env, key SvcKey) *latchActor {
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		idle:    idleness{key: key},
-		topic:   Topic{Name: scripts.LatchChannel(key.Name)},
+		topic:   Topic(scripts.LatchChannel(key.Name)),
 		waiters: map[uint64]chan<- error{},
 	}
 }

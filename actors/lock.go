@@ -1572,11 +1572,11 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 	if want == a.subscribed {
 		return
 	}
-	if a.subscribed != (Topic{}) {
+	if a.subscribed != "" {
 		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 	}
 	a.subscribed, a.live = want, false
-	if want != (Topic{}) {
+	if want != "" {
 		ctx.Send(a.env.router, &Subscribe{Topic: want, Subscriber: a.self})
 	}
 }
@@ -1586,15 +1586,15 @@ func (a *lockActor) wantTopic() Topic {
 	case a.fam == famFair:
 		return a.fairTopic()
 	case !a.contended:
-		return Topic{}
+		return ""
 	case a.fam == famRW:
-		return Topic{Name: scripts.RWChannel(a.key.Name)}
+		return Topic(scripts.RWChannel(a.key.Name))
 	}
-	return Topic{Name: scripts.LockChannel(a.key.Name)}
+	return Topic(scripts.LockChannel(a.key.Name))
 }
 
 func (a *lockActor) idle() bool {
-	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && a.subscribed == (Topic{})
+	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && a.subscribed == ""
 }
 
 // syncIdle arms the receive timeout exactly while idle; when it fires the
@@ -1648,9 +1648,9 @@ func (a *lockActor) stop(ctx actor.Context) {
 		}
 	}
 	a.ops = nil
-	if a.subscribed != (Topic{}) {
+	if a.subscribed != "" {
 		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
-		a.subscribed = Topic{}
+		a.subscribed = ""
 	}
 }
 

@@ -11,11 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Topic is a channel name, or a glob pattern when Pattern is set.
-type Topic struct {
-	Name    string
-	Pattern bool
-}
+// Topic is a pub/sub channel.
+type Topic string
 
 // Subscribe adds Subscriber to Topic. The router answers with Subscribed once
 // Redis has confirmed the subscription (at once if it already had).
@@ -38,7 +35,6 @@ type Subscribed struct{ Topic Topic }
 // Published is one pub/sub message delivered to a subscriber.
 type Published struct {
 	Topic   Topic
-	Channel string
 	Payload string
 }
 
@@ -46,21 +42,35 @@ type Published struct {
 type (
 	psConfirmed struct{ topic Topic }
 	psMessage   struct {
-		topic            Topic
-		channel, payload string
+		topic   Topic
+		payload string
 	}
-	// psReset: the connection was replaced or re-established; every topic
-	// is re-subscribed and confirmed anew.
-	psReset struct{ reason error }
+	// psReset: a connection was replaced or re-established; its topics
+	// (every topic if nil) are re-subscribed and confirmed anew.
+	psReset struct {
+		reason error
+		topics []Topic
+	}
 )
 
-// router owns the runtime's one pub/sub connection: it subscribes each topic
+// subscriptions is how the router reaches Redis: one connection for plain
+// pub/sub, one per shard for sharded pub/sub. Both apply operations in
+// order off the actor and report back with router events.
+type subscriptions interface {
+	enqueue(op psOp)
+	// stop closes the connections; their goroutines end on their own (the
+	// runtime's Stop waits for them). Not waiting keeps Receive from
+	// blocking, possibly on the very goroutine it would wait for.
+	stop()
+}
+
+// router owns the runtime's pub/sub connections: it subscribes each topic
 // once however many local actors want it (refcount by subscriber) and fans
 // every message out to them.
 type router struct {
 	env    *Env
 	topics map[Topic]*topicSubs
-	conn   *psConn
+	conn   subscriptions
 }
 
 type topicSubs struct {
@@ -79,7 +89,11 @@ func newRouter(env *Env) *router {
 func (r *router) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.conn = startPSConn(r.env, ctx.Self())
+		if r.env.ShardedPubSub {
+			r.conn = startShardedConn(r.env, ctx.Self())
+		} else {
+			r.conn = startPSConn(r.env, ctx.Self())
+		}
 		// After a restart the topics survived (see supervisor): subscribe them again.
 		for t, ts := range r.topics {
 			for _, s := range ts.subs {
@@ -106,16 +120,27 @@ func (r *router) Receive(ctx actor.Context) {
 		}
 	case *psMessage:
 		if ts := r.topics[m.topic]; ts != nil {
-			msg := &Published{Topic: m.topic, Channel: m.channel, Payload: m.payload}
+			msg := &Published{Topic: m.topic, Payload: m.payload}
 			for _, s := range ts.subs {
 				r.env.System.Root.Send(s.pid, msg)
 			}
 		}
 	case *psReset:
-		r.env.Log.Debug("actorlock: pub/sub connection reset; re-subscribing", slog.Any("reason", m.reason))
-		for _, ts := range r.topics {
+		r.env.Log.Debug("actorlock: pub/sub connection reset; re-subscribing",
+			slog.Any("reason", m.reason), slog.Int("topics", len(m.topics)))
+		reset := func(ts *topicSubs) {
 			for _, s := range ts.subs {
 				s.live = false
+			}
+		}
+		if m.topics == nil {
+			for _, ts := range r.topics {
+				reset(ts)
+			}
+		}
+		for _, t := range m.topics {
+			if ts := r.topics[t]; ts != nil {
+				reset(ts)
 			}
 		}
 	}
@@ -164,34 +189,103 @@ type psOp struct {
 	ping      bool
 }
 
-// psConn is the connection itself: a writer goroutine applies subscription
-// changes in order (go-redis writes, and may dial, under its own mutex, which
-// must not happen inside Receive), a reader goroutine turns what arrives into
-// router events and watches the connection's health.
-type psConn struct {
-	env    *Env
-	router *actor.PID
-	quit   chan struct{}
+// opQueue hands operations to a connection's writer goroutine in order
+// without ever blocking the sender (the router's Receive).
+type opQueue[T any] struct {
+	mu   sync.Mutex
+	ops  []T
+	wake chan struct{} // a buffered signal: ops is non-empty
+}
 
-	mu     sync.Mutex
-	ps     *redis.PubSub
-	wanted map[Topic]struct{} // what a replacement connection subscribes
-	queue  []psOp
-	wake   chan struct{} // a buffered signal: queue is non-empty
+func newOpQueue[T any]() *opQueue[T] { return &opQueue[T]{wake: make(chan struct{}, 1)} }
+
+func (q *opQueue[T]) push(op T) {
+	q.mu.Lock()
+	q.ops = append(q.ops, op)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *opQueue[T]) pop() (T, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var op T
+	if len(q.ops) == 0 {
+		return op, false
+	}
+	op = q.ops[0]
+	q.ops = q.ops[1:]
+	return op, true
 }
 
 // healthInterval: a connection silent this long is pinged; silent for two,
 // it is replaced (a half-open TCP connection never reports an error).
 const healthInterval = time.Second
 
+// errSilent: a connection did not answer, not even a ping.
+var errSilent = errors.New("pub/sub connection silent, even to a ping")
+
+// healthyReceive returns the next thing ps receives. When ps stays silent for
+// healthInterval it calls ping (which must not wait for the reply) and, if
+// it stays silent for another, fails with errSilent.
+func healthyReceive(ps *redis.PubSub, ping func()) (any, error) {
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(context.Background(), healthInterval)
+		var nerr interface{ Timeout() bool }
+		switch {
+		case err == nil:
+			return msg, nil
+		case !errors.As(err, &nerr) || !nerr.Timeout():
+			return nil, err
+		case pinged:
+			return nil, errSilent
+		}
+		pinged = true
+		ping()
+	}
+}
+
+// routerEvent turns what a connection received into the router's event, or
+// nil for what the router does not need.
+func routerEvent(msg any) any {
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+			return &psConfirmed{topic: Topic(m.Channel)}
+		}
+	case *redis.Message:
+		return &psMessage{topic: Topic(m.Channel), payload: m.Payload}
+	}
+	return nil
+}
+
+// psConn is the plain pub/sub connection: a writer goroutine applies
+// subscription changes in order (go-redis writes, and may dial, under its
+// own mutex, which must not happen inside Receive), a reader goroutine turns
+// what arrives into router events and watches the connection's health.
+type psConn struct {
+	env    *Env
+	router *actor.PID
+	quit   chan struct{}
+	ops    *opQueue[psOp]
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	wanted map[Topic]struct{} // what a replacement connection subscribes
+}
+
 func startPSConn(env *Env, router *actor.PID) *psConn {
 	c := &psConn{
 		env:    env,
 		router: router,
 		quit:   make(chan struct{}),
+		ops:    newOpQueue[psOp](),
 		ps:     env.Redis.Subscribe(context.Background()),
 		wanted: map[Topic]struct{}{},
-		wake:   make(chan struct{}, 1),
 	}
 	env.calls.Add(2)
 	go c.writeLoop()
@@ -199,19 +293,8 @@ func startPSConn(env *Env, router *actor.PID) *psConn {
 	return c
 }
 
-func (c *psConn) enqueue(op psOp) {
-	c.mu.Lock()
-	c.queue = append(c.queue, op)
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *psConn) enqueue(op psOp) { c.ops.push(op) }
 
-// stop closes the connection; its goroutines end on their own (the
-// runtime's Stop waits for them). Not waiting here keeps Receive from
-// blocking, possibly on the very goroutine it would wait for.
 func (c *psConn) stop() {
 	select {
 	case <-c.quit:
@@ -228,79 +311,58 @@ func (c *psConn) emit(ev any) { c.env.System.Root.Send(c.router, ev) }
 
 func (c *psConn) writeLoop() {
 	defer c.env.calls.Done()
+	ctx := context.Background()
 	for {
 		select {
 		case <-c.quit:
 			return
-		case <-c.wake:
+		case <-c.ops.wake:
 		}
-		for {
+		for op, ok := c.ops.pop(); ok; op, ok = c.ops.pop() {
 			c.mu.Lock()
-			if len(c.queue) == 0 {
-				c.mu.Unlock()
-				break
-			}
-			op := c.queue[0]
-			c.queue = c.queue[1:]
-			if op.subscribe {
+			switch {
+			case op.ping:
+			case op.subscribe:
 				c.wanted[op.topic] = struct{}{}
-			} else if !op.ping {
+			default:
 				delete(c.wanted, op.topic)
 			}
 			ps := c.ps
 			c.mu.Unlock()
 			// A failed write is healed by the reader: go-redis reconnects and
 			// re-subscribes everything, and the reader reports a reset.
-			_ = apply(ps, op)
+			switch {
+			case op.ping:
+				_ = ps.Ping(ctx)
+			case op.subscribe:
+				_ = ps.Subscribe(ctx, string(op.topic))
+			default:
+				_ = ps.Unsubscribe(ctx, string(op.topic))
+			}
 		}
-	}
-}
-
-func apply(ps *redis.PubSub, op psOp) error {
-	ctx := context.Background()
-	switch {
-	case op.ping:
-		return ps.Ping(ctx)
-	case op.subscribe && op.topic.Pattern:
-		return ps.PSubscribe(ctx, op.topic.Name)
-	case op.subscribe:
-		return ps.Subscribe(ctx, op.topic.Name)
-	case op.topic.Pattern:
-		return ps.PUnsubscribe(ctx, op.topic.Name)
-	default:
-		return ps.Unsubscribe(ctx, op.topic.Name)
 	}
 }
 
 func (c *psConn) readLoop() {
 	defer c.env.calls.Done()
-	pinged := false
 	backoff := time.Duration(0)
 	for {
 		c.mu.Lock()
 		ps := c.ps
 		c.mu.Unlock()
-		msg, err := ps.ReceiveTimeout(context.Background(), healthInterval)
+		msg, err := healthyReceive(ps, func() { c.enqueue(psOp{ping: true}) })
 		select {
 		case <-c.quit:
 			return
 		default:
 		}
 		if err != nil {
-			var nerr interface{ Timeout() bool }
-			if errors.As(err, &nerr) && nerr.Timeout() {
-				if !pinged {
-					pinged = true
-					c.enqueue(psOp{ping: true})
-					continue
-				}
-				err = errors.New("no reply to ping")
+			if errors.Is(err, errSilent) {
 				c.replace()
 			}
 			// go-redis has dropped the connection and re-dials, then
 			// re-subscribes, on the next receive: whatever was published
 			// meanwhile is lost, so every topic must be confirmed anew.
-			pinged = false
 			c.emit(&psReset{reason: err})
 			backoff = min(max(2*backoff, 20*time.Millisecond), time.Second)
 			select {
@@ -310,21 +372,9 @@ func (c *psConn) readLoop() {
 			}
 			continue
 		}
-		pinged, backoff = false, 0
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe":
-				c.emit(&psConfirmed{topic: Topic{Name: m.Channel}})
-			case "psubscribe":
-				c.emit(&psConfirmed{topic: Topic{Name: m.Channel, Pattern: true}})
-			}
-		case *redis.Message:
-			t := Topic{Name: m.Channel}
-			if m.Pattern != "" {
-				t = Topic{Name: m.Pattern, Pattern: true}
-			}
-			c.emit(&psMessage{topic: t, channel: m.Channel, payload: m.Payload})
+		backoff = 0
+		if ev := routerEvent(msg); ev != nil {
+			c.emit(ev)
 		}
 	}
 }
@@ -337,22 +387,16 @@ func (c *psConn) replace() {
 	defer c.mu.Unlock()
 	_ = c.ps.Close()
 	c.ps = c.env.Redis.Subscribe(context.Background())
-	var chans, pats []string
+	chans := make([]string, 0, len(c.wanted))
 	for t := range c.wanted {
-		if t.Pattern {
-			pats = append(pats, t.Name)
-		} else {
-			chans = append(chans, t.Name)
-		}
+		chans = append(chans, string(t))
 	}
-	// Failures here are retried by the next receive, which re-dials and
-	// re-subscribes what these calls recorded.
+	if len(chans) == 0 {
+		return
+	}
+	// A failure here is retried by the next receive, which re-dials and
+	// re-subscribes what this call recorded.
 	ctx, cancel := context.WithTimeout(context.Background(), c.env.CallTimeout)
 	defer cancel()
-	if len(chans) > 0 {
-		_ = c.ps.Subscribe(ctx, chans...)
-	}
-	if len(pats) > 0 {
-		_ = c.ps.PSubscribe(ctx, pats...)
-	}
+	_ = c.ps.Subscribe(ctx, chans...)
 }

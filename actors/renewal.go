@@ -154,7 +154,7 @@ func (r *renewal) batches() [][]*renewEntry {
 	groups := map[group][]*renewEntry{}
 	for _, e := range r.entries {
 		g := group{rw: e.rw}
-		if r.env.Cluster {
+		if r.env.Cluster != nil {
 			g.slot = hashSlot(e.name)
 		}
 		groups[g] = append(groups[g], e)

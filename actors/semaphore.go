@@ -85,7 +85,7 @@ func newSemaphoreActor(env *Env, key SvcKey) *semaphoreActor {
 		env: env, key: key, expirable: key.Kind == SvcExpirable,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		idle:    idleness{key: key},
-		topic:   Topic{Name: scripts.SemaphoreChannel(key.Name)},
+		topic:   Topic(scripts.SemaphoreChannel(key.Name)),
 		fifo:    list.New(),
 		pending: map[reqKey]*semReq{},
 		watched: watchers{},

@@ -2,13 +2,19 @@ package actors
 
 import "strings"
 
+// hasHashTag reports whether key has a hash tag: a non-empty part between
+// its first '{' and the first '}' after it, which alone decides its slot.
+func hasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	return i >= 0 && strings.IndexByte(key[i+1:], '}') > 0
+}
+
 // hashSlot is Redis Cluster's slot of key: CRC16 (XMODEM) of the key's hash
 // tag, or of the whole key when it has none, modulo 16384.
 func hashSlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
+	if hasHashTag(key) {
+		i := strings.IndexByte(key, '{')
+		key = key[i+1 : i+1+strings.IndexByte(key[i+1:], '}')]
 	}
 	var crc uint16
 	for k := 0; k < len(key); k++ {

@@ -6,6 +6,7 @@ import (
 	"context"
 	_ "embed"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,28 +27,67 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-// script is one embedded Lua source (with the prelude it needs) and its SHA1.
+// script is one embedded Lua source (with the prelude it needs), compiled
+// once per way of publishing: scripts that announce something call
+// redis.call(PUBLISH, ...), and PUBLISH is 'spublish' when the client is
+// Sharded (a Redis 7 cluster: the message then reaches only the channel's
+// shard, where its subscribers are) and 'publish' otherwise.
 type script struct {
+	plain, sharded variant
+}
+
+// variant is one compiled source and its SHA1.
+type variant struct {
 	*redis.Script
 	src string
 }
 
 func newScript(parts ...string) script {
-	var src string
+	var body string
 	for _, p := range parts {
-		src += p
+		body += p
 	}
-	return script{Script: redis.NewScript(src), src: src}
+	compile := func(src string) variant { return variant{Script: redis.NewScript(src), src: src} }
+	s := script{plain: compile("local PUBLISH = 'publish'\n" + body)}
+	s.sharded = s.plain
+	if strings.Contains(body, "PUBLISH") {
+		s.sharded = compile("local PUBLISH = 'spublish'\n" + body)
+	}
+	return s
+}
+
+// Sharded is a cluster client whose servers have sharded pub/sub (Redis 7
+// or later): scripts run through it publish with SPUBLISH, which Redis
+// Cluster delivers within the channel's shard instead of broadcasting it to
+// every node. Subscribers must then use SSUBSCRIBE.
+type Sharded struct{ redis.UniversalClient }
+
+// variantFor picks the variant matching how c's subscribers listen.
+func (s script) variantFor(c any) variant {
+	switch c := c.(type) {
+	case Sharded:
+		return s.sharded
+	case *Synced:
+		return s.variantFor(c.UniversalClient)
+	}
+	return s.plain
+}
+
+// run runs s, letting go-redis retry it: for scripts that are safe to
+// replay.
+func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *redis.Cmd {
+	return s.variantFor(c).Run(ctx, c, keys, args...)
 }
 
 // evalOnce runs s by EVALSHA, falling back to EVAL when the server does not
 // have it cached (NOSCRIPT means it did not run), never letting go-redis
 // replay it.
 func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...any) (any, error) {
-	cmd := redis.NewCmd(ctx, evalArgs("evalsha", s.Hash(), keys, args)...)
+	v := s.variantFor(c)
+	cmd := redis.NewCmd(ctx, evalArgs("evalsha", v.Hash(), keys, args)...)
 	_ = c.Process(ctx, onceCmd{cmd})
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = redis.NewCmd(ctx, evalArgs("eval", s.src, keys, args)...)
+		cmd = redis.NewCmd(ctx, evalArgs("eval", v.src, keys, args)...)
 		_ = c.Process(ctx, onceCmd{cmd})
 	}
 	return cmd.Result()

@@ -8,6 +8,6 @@ if redis.call('del', KEYS[1]) == 0 then
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head then
-  redis.call('publish', ARGV[1] .. ':' .. head, 0)
+  redis.call(PUBLISH, ARGV[1] .. ':' .. head, 0)
 end
 return 1

@@ -25,7 +25,7 @@ redis.call('lrem', KEYS[2], 0, ARGV[1])
 if found == 1 and redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if head then
-    redis.call('publish', ARGV[3] .. ':' .. head, 0)
+    redis.call(PUBLISH, ARGV[3] .. ':' .. head, 0)
   end
 end
 return 1

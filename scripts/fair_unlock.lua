@@ -55,4 +55,4 @@ if head == ARGV[7] then
   local g = grant(KEYS[1], KEYS[5], head, tonumber(ARGV[8]), nil, ARGV[9])
   return {1, 0, g[2], g[3]}
 end
-return {1, redis.call('publish', ARGV[3] .. ':' .. head, 0)}
+return {1, redis.call(PUBLISH, ARGV[3] .. ':' .. head, 0)}

@@ -15,7 +15,7 @@ if redis.call('exists', KEYS[1]) == 1 then
   count = redis.call('decr', KEYS[1])
   if count <= 0 then
     redis.call('del', KEYS[1])
-    redis.call('publish', ARGV[1], '0')
+    redis.call(PUBLISH, ARGV[1], '0')
     count = 0
   end
 end

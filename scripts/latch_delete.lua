@@ -11,7 +11,7 @@ if prior then
 end
 local existed = redis.call('del', KEYS[1])
 if existed == 1 then
-  redis.call('publish', ARGV[1], '0')
+  redis.call(PUBLISH, ARGV[1], '0')
 end
 redis.call('set', KEYS[2], existed, 'px', ARGV[2])
 return existed

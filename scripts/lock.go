@@ -161,14 +161,14 @@ type Renewal struct {
 // Read the result with RenewResult.
 func RenewLocks(ctx context.Context, pipe redis.Pipeliner, lease time.Duration, batch []Renewal) *redis.Cmd {
 	keys, args := renewArgs(lease, batch)
-	return lockRenew.EvalSha(ctx, pipe, keys, args...)
+	return lockRenew.variantFor(pipe).EvalSha(ctx, pipe, keys, args...)
 }
 
 // RetryRenewLocks re-runs one renewal call outside a pipeline, loading the
 // script if the server lost it (EVALSHA answered NOSCRIPT).
 func RetryRenewLocks(ctx context.Context, c Client, lease time.Duration, batch []Renewal) *redis.Cmd {
 	keys, args := renewArgs(lease, batch)
-	return lockRenew.Run(ctx, c, keys, args...)
+	return lockRenew.run(ctx, c, keys, args...)
 }
 
 func renewArgs(lease time.Duration, batch []Renewal) ([]string, []any) {

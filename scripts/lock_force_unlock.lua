@@ -3,7 +3,7 @@
 -- ARGV[1] channel redisson_lock__channel:{name}
 -- Returns 1 if a lock was deleted, 0 if it was free.
 if redis.call('del', KEYS[1]) == 1 then
-  redis.call('publish', ARGV[1], 0)
+  redis.call(PUBLISH, ARGV[1], 0)
   return 1
 end
 return 0

@@ -30,6 +30,6 @@ if count > tonumber(ARGV[2]) then
   return {0}
 end
 redis.call('del', KEYS[1])
-local heard = redis.call('publish', ARGV[3], 0)
+local heard = redis.call(PUBLISH, ARGV[3], 0)
 redis.call('set', KEYS[2], 1, 'px', ARGV[4])
 return {1, heard}

@@ -133,7 +133,7 @@ type Moved struct {
 // its destination list. It is atomic, and safe for go-redis to replay (a
 // replay moves what is due then).
 func MoveDue(ctx context.Context, c Client, name string) (Moved, error) {
-	res, err := queueMove.Run(ctx, c,
+	res, err := queueMove.run(ctx, c,
 		[]string{name, DelayTimeoutKey(name), DelayQueueKey(name)}, MaxMoveBatch).Result()
 	if err != nil {
 		return Moved{}, err
@@ -169,7 +169,7 @@ func PollDelayed(ctx context.Context, c Client, name string) ([]byte, bool, erro
 // ContainsDelayed reports whether delayed queue name holds value, not yet
 // moved.
 func ContainsDelayed(ctx context.Context, c Client, name string, value []byte) (bool, error) {
-	res, err := queueDelayedContains.Run(ctx, c, []string{DelayQueueKey(name)}, value).Result()
+	res, err := queueDelayedContains.run(ctx, c, []string{DelayQueueKey(name)}, value).Result()
 	if err != nil {
 		return false, err
 	}

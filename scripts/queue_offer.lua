@@ -27,6 +27,6 @@ end
 -- Movers only need telling when the earliest due time changed.
 local head = redis.call('zrange', KEYS[1], 0, 0)
 if head[1] == ARGV[1] then
-  redis.call('publish', ARGV[3], string.format('%d', due))
+  redis.call(PUBLISH, ARGV[3], string.format('%d', due))
 end
 return 1

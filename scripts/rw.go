@@ -105,13 +105,13 @@ type RWRenewal struct {
 // read-write locks that share a hash slot. Read it with RenewResult.
 func RenewRW(ctx context.Context, pipe redis.Pipeliner, lease time.Duration, batch []RWRenewal) *redis.Cmd {
 	keys, args := rwRenewArgs(lease, batch)
-	return rwRenew.EvalSha(ctx, pipe, keys, args...)
+	return rwRenew.variantFor(pipe).EvalSha(ctx, pipe, keys, args...)
 }
 
 // RetryRenewRW re-runs one renewal call outside a pipeline (after NOSCRIPT).
 func RetryRenewRW(ctx context.Context, c Client, lease time.Duration, batch []RWRenewal) *redis.Cmd {
 	keys, args := rwRenewArgs(lease, batch)
-	return rwRenew.Run(ctx, c, keys, args...)
+	return rwRenew.run(ctx, c, keys, args...)
 }
 
 func rwRenewArgs(lease time.Duration, batch []RWRenewal) ([]string, []any) {

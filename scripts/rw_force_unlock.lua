@@ -8,5 +8,5 @@ if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], 1)
+redis.call(PUBLISH, ARGV[2], 1)
 return 1

@@ -58,4 +58,4 @@ if redis.call('hlen', KEYS[1]) > 1 then
 end
 redis.call('del', KEYS[1])
 redis.call('set', KEYS[2], 1, 'px', ARGV[4])
-return {1, redis.call('publish', ARGV[3], 0)}
+return {1, redis.call(PUBLISH, ARGV[3], 0)}

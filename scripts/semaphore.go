@@ -167,7 +167,7 @@ func ReleaseExpirablePermit(ctx context.Context, c Client, name, id string, m Ma
 // AvailableExpirablePermits returns expired permits of name to the pool and
 // returns the available count. Safe to replay.
 func AvailableExpirablePermits(ctx context.Context, c Client, name string) (int64, error) {
-	res, err := semaphoreExpirableAvailable.Run(ctx, c, []string{name, PermitTimeoutKey(name)}, SemaphoreChannel(name)).Result()
+	res, err := semaphoreExpirableAvailable.run(ctx, c, []string{name, PermitTimeoutKey(name)}, SemaphoreChannel(name)).Result()
 	if err != nil {
 		return 0, err
 	}

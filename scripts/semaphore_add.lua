@@ -12,6 +12,6 @@ if prior then
   return tonumber(prior)
 end
 local count = redis.call('incrby', KEYS[1], ARGV[1])
-redis.call('publish', ARGV[2], count)
+redis.call(PUBLISH, ARGV[2], count)
 redis.call('set', KEYS[2], count, 'px', ARGV[3])
 return count

@@ -22,6 +22,6 @@ local function reclaim(permits, timeouts, channel, now)
   end
   redis.call('zrem', timeouts, unpack(expired))
   local count = redis.call('incrby', permits, #expired)
-  redis.call('publish', channel, count)
+  redis.call(PUBLISH, channel, count)
   return #expired
 end

@@ -19,7 +19,7 @@ local result = 0
 if expiry then
   redis.call('zrem', KEYS[2], ARGV[1])
   local count = redis.call('incrby', KEYS[1], 1)
-  redis.call('publish', ARGV[2], count)
+  redis.call(PUBLISH, ARGV[2], count)
   result = 1
   if tonumber(expiry) <= now then
     result = 2

@@ -12,7 +12,7 @@ if prior then
 end
 local set = 0
 if redis.call('setnx', KEYS[1], ARGV[1]) == 1 then
-  redis.call('publish', ARGV[2], ARGV[1])
+  redis.call(PUBLISH, ARGV[2], ARGV[1])
   set = 1
 end
 redis.call('set', KEYS[2], set, 'px', ARGV[3])

@@ -45,6 +45,13 @@ const aclSetUser = "ACL SETUSER actorlock reset on >PASSWORD ~* resetchannels &r
 	" +lindex +lrange +lrem +rpush +lpush +ltrim +zadd +zrem +zscore +zincrby +zrange +zrangebyscore" +
 	" +decr +decrby +incrby +setnx"
 
+// aclClusterGrants are what a Redis Cluster adds to aclSetUser: sharded
+// pub/sub (SSUBSCRIBE, and SPUBLISH inside the scripts), the topology
+// go-redis's ClusterClient reads (CLUSTER SLOTS) and the command table it
+// routes by (COMMAND), whose COMMAND INFO also tells the runtime whether
+// the cluster has sharded pub/sub.
+const aclClusterGrants = "+ssubscribe +sunsubscribe +spublish +cluster|slots +command"
+
 // aclGrants are the grants of aclSetUser: "~*", "&redisson_*" and each
 // "+command" ("resetchannels" grants nothing).
 func aclGrants() []string {
@@ -938,7 +945,9 @@ func TestACLCoversEveryScriptCommand(t *testing.T) {
 	files, err := filepath.Glob("../scripts/*.lua")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
-	call := regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z_|]+)['"]`)
+	// PUBLISH is the variable scripts.newScript defines: 'publish', or
+	// 'spublish' in the cluster variant (aclClusterGrants).
+	call := regexp.MustCompile(`redis\.p?call\(\s*(?:['"]([A-Za-z_|]+)['"]|(PUBLISH)\b)`)
 	calls := regexp.MustCompile(`redis\.p?call\(`)
 	grants := aclGrants()
 	for _, f := range files {
@@ -947,7 +956,8 @@ func TestACLCoversEveryScriptCommand(t *testing.T) {
 		require.Len(t, call.FindAllSubmatch(src, -1), len(calls.FindAllIndex(src, -1)),
 			"%s: a redis.call whose command is not a literal", f)
 		for _, m := range call.FindAllSubmatch(src, -1) {
-			assert.Contains(t, grants, "+"+strings.ToLower(string(m[1])), "%s runs %s", filepath.Base(f), m[1])
+			cmd := string(m[1]) + string(m[2])
+			assert.Contains(t, grants, "+"+strings.ToLower(cmd), "%s runs %s", filepath.Base(f), cmd)
 		}
 	}
 }
@@ -959,6 +969,7 @@ func TestREADMEShowsTheACLLine(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), aclSetUser)
 	assert.Contains(t, string(readme), aclPrefixRules)
+	assert.Contains(t, string(readme), "append\n  `"+aclClusterGrants+"`")
 }
 
 // ---- secrets ----------------------------------------------------------------
@@ -1199,4 +1210,35 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		c.n.Add(1)
 		return next(ctx, cmds)
 	}
+}
+
+// On a 3-master Redis Cluster, aclSetUser plus aclClusterGrants, set on
+// every master, runs every primitive with sharded pub/sub and nothing is
+// refused anywhere.
+func TestACLUserOnACluster(t *testing.T) {
+	t.Parallel()
+	d := startDeployment(t, "cluster")
+	password := secret("pw-")
+	ctx := ctxFor(t, time.Minute)
+	for _, m := range d.servers {
+		admin := client(t, m.Addr)
+		createACLUser(t, admin, "actorlock", password, nil, strings.Fields(aclClusterGrants)...)
+		require.NoError(t, admin.ConfigResetStat(ctx).Err())
+	}
+	runtime := func() *actorlock.Runtime {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: d.cluster.Addrs(), Username: "actorlock", Password: password})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return newRuntime(t, rdb)
+	}
+	exercisePrimitives(t, ctx, runtime(), runtime(), "acl")
+
+	var sharded int64
+	for _, m := range d.servers {
+		admin := client(t, m.Addr)
+		assert.Empty(t, aclLog(t, ctx, admin), "nothing refused on %s", m.Addr)
+		stats, err := admin.Info(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		sharded += commandCalls(stats, "ssubscribe")
+	}
+	assert.Positive(t, sharded, "waiters subscribed with SSUBSCRIBE")
 }

@@ -26,7 +26,7 @@ func init() {
 // waiting for fair lock LOCK_NAME at START_NS + index*STEP_MS, each acquiring
 // once, holding HOLD_MS and unlocking. It prints "A <index> <arrived ns>
 // <acquired ns>" per owner.
-func workerFair(rt *actorlock.Runtime, _ *redis.Client) int {
+func workerFair(rt *actorlock.Runtime, _ redis.UniversalClient) int {
 	start, _ := strconv.ParseInt(os.Getenv("START_NS"), 10, 64)
 	step := time.Duration(envInt("STEP_MS")) * time.Millisecond
 	hold := time.Duration(envInt("HOLD_MS")) * time.Millisecond
@@ -71,7 +71,7 @@ func workerFair(rt *actorlock.Runtime, _ *redis.Client) int {
 
 // workerFairWait joins the queue of fair lock LOCK_NAME, says "QUEUED", and
 // waits until killed.
-func workerFairWait(rt *actorlock.Runtime, rdb *redis.Client) int {
+func workerFairWait(rt *actorlock.Runtime, rdb redis.UniversalClient) int {
 	name := os.Getenv("LOCK_NAME")
 	ctx := context.Background()
 	go func() { _, _ = rt.FairLock(name).Acquire(ctx) }()
@@ -87,7 +87,7 @@ func workerFairWait(rt *actorlock.Runtime, rdb *redis.Client) int {
 
 // workerRead takes the read side of LOCK_NAME, says so and holds it until
 // killed.
-func workerRead(rt *actorlock.Runtime, _ *redis.Client) int {
+func workerRead(rt *actorlock.Runtime, _ redis.UniversalClient) int {
 	h, err := rt.ReadWriteLock(os.Getenv("LOCK_NAME")).ReadLocker().Acquire(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker read:", err)
@@ -101,7 +101,7 @@ func workerRead(rt *actorlock.Runtime, _ *redis.Client) int {
 // later (during which it may be paused past its lease) it writes to the
 // fenced resource with its token whatever happened meanwhile, and prints
 // "WRITE accepted|rejected lost=<bool>".
-func workerFenced(rt *actorlock.Runtime, rdb *redis.Client) int {
+func workerFenced(rt *actorlock.Runtime, rdb redis.UniversalClient) int {
 	ctx := context.Background()
 	h, err := rt.Lock(os.Getenv("LOCK_NAME")).Acquire(ctx)
 	if err != nil {
@@ -133,7 +133,7 @@ end
 redis.call('hset', KEYS[1], 'fence', ARGV[1], 'value', ARGV[2])
 return 1`)
 
-func fencedWrite(ctx context.Context, rdb *redis.Client, key string, token int64, value string) (bool, error) {
+func fencedWrite(ctx context.Context, rdb redis.UniversalClient, key string, token int64, value string) (bool, error) {
 	n, err := fencedWriteScript.Run(ctx, rdb, []string{key}, token, value).Int()
 	return n == 1, err
 }

@@ -24,7 +24,7 @@ func init() {
 // workerDelayedOfferExit offers COUNT items "item-<i>" to QUEUE with delays
 // of DELAY_MS + i ms, prints OFFERED and exits at once, without closing its
 // runtime: nothing of this process is left to deliver them.
-func workerDelayedOfferExit(rt *actorlock.Runtime, _ *redis.Client) int {
+func workerDelayedOfferExit(rt *actorlock.Runtime, _ redis.UniversalClient) int {
 	q := rt.DelayedQueue(os.Getenv("QUEUE"))
 	ctx := context.Background()
 	for i := range envInt("COUNT") {
@@ -41,7 +41,7 @@ func workerDelayedOfferExit(rt *actorlock.Runtime, _ *redis.Client) int {
 // workerDelayedMover opens QUEUE (so its mover runs here), offers items
 // "<PROC>-<i>" for i < COUNT with random delays up to MAX_DELAY_MS, prints
 // OFFERED and keeps its mover running until killed.
-func workerDelayedMover(rt *actorlock.Runtime, _ *redis.Client) int {
+func workerDelayedMover(rt *actorlock.Runtime, _ redis.UniversalClient) int {
 	q := rt.DelayedQueue(os.Getenv("QUEUE"))
 	ctx := context.Background()
 	proc, maxDelay := os.Getenv("PROC"), envInt("MAX_DELAY_MS")
@@ -60,7 +60,7 @@ func workerDelayedMover(rt *actorlock.Runtime, _ *redis.Client) int {
 // workerSemaphoreMutex runs OWNERS goroutines doing ITERS times: acquire one
 // permit of SEMAPHORE, non-atomic read-modify-write of COUNTER_KEY, release.
 // It prints one SECTION per critical section.
-func workerSemaphoreMutex(rt *actorlock.Runtime, rdb *redis.Client) int {
+func workerSemaphoreMutex(rt *actorlock.Runtime, rdb redis.UniversalClient) int {
 	sem, key := rt.Semaphore(os.Getenv("SEMAPHORE")), os.Getenv("COUNTER_KEY")
 	owners, iters, proc := envInt("OWNERS"), envInt("ITERS"), os.Getpid()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -110,7 +110,7 @@ func workerSemaphoreMutex(rt *actorlock.Runtime, rdb *redis.Client) int {
 
 // workerLatchAwait runs AWAITERS goroutines awaiting LATCH, prints READY,
 // then one "DONE <unix ns>" per awaiter as it returns.
-func workerLatchAwait(rt *actorlock.Runtime, _ *redis.Client) int {
+func workerLatchAwait(rt *actorlock.Runtime, _ redis.UniversalClient) int {
 	l := rt.CountDownLatch(os.Getenv("LATCH"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

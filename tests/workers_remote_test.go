@@ -113,7 +113,7 @@ func loadPool(path string) (*x509.CertPool, error) {
 // KEEP=0 runs no keeper (the owner sends no RenewRequest); SEPARATE_KEEPER=1
 // runs the keeper outside the owner actor, so it outlives it; STOP_OWNER_MS
 // stops the owner actor that long after acquiring.
-func workerRemoteOwner(*actorlock.Runtime, *redis.Client) int {
+func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 	sys, server, err := remoteNode()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote owner:", err)
@@ -261,7 +261,7 @@ func step(label string, resp proto.Message) {
 // sender; then tries to stop the runtime's PID. With GOOD_TOKEN, it only
 // releases with that token (the owner's, passed on by the test). It prints
 // a STEP line for each (see step).
-func workerRemoteSpoof(*actorlock.Runtime, *redis.Client) int {
+func workerRemoteSpoof(*actorlock.Runtime, redis.UniversalClient) int {
 	sys, server, err := remoteNode()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote spoof:", err)
@@ -302,7 +302,7 @@ func workerRemoteSpoof(*actorlock.Runtime, *redis.Client) int {
 
 // workerRemoteValidate sends malformed requests to the test's runtime and
 // prints "CASE <label> <code> <request id echoed>" for each answer.
-func workerRemoteValidate(*actorlock.Runtime, *redis.Client) int {
+func workerRemoteValidate(*actorlock.Runtime, redis.UniversalClient) int {
 	sys, server, err := remoteNode()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "remote validate:", err)

@@ -98,7 +98,7 @@ func (w *worker) wait(t *testing.T, within time.Duration) []string {
 }
 
 func runWorker(mode string) int {
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	rdb := workerClient(os.Getenv)
 	defer rdb.Close()
 	opts := []actorlock.Option{}
 	if ms := envInt("WATCHDOG_MS"); ms > 0 {
@@ -130,7 +130,7 @@ func runWorker(mode string) int {
 
 // workerModes holds worker modes that other test files add (in an init
 // func) without touching the dispatcher above.
-var workerModes = map[string]func(rt *actorlock.Runtime, rdb *redis.Client) int{}
+var workerModes = map[string]func(rt *actorlock.Runtime, rdb redis.UniversalClient) int{}
 
 func envInt(k string) int {
 	n, _ := strconv.Atoi(os.Getenv(k))
@@ -151,7 +151,7 @@ func workerHold(rt *actorlock.Runtime) int {
 // workerMutex runs OWNERS goroutines, each its own owner, doing ITERS times:
 // lock, non-atomic read-modify-write of COUNTER_KEY, unlock. It prints one
 // JSON section per critical section.
-func workerMutex(rt *actorlock.Runtime, rdb *redis.Client) int {
+func workerMutex(rt *actorlock.Runtime, rdb redis.UniversalClient) int {
 	name, key := os.Getenv("LOCK_NAME"), os.Getenv("COUNTER_KEY")
 	owners, iters, proc := envInt("OWNERS"), envInt("ITERS"), os.Getpid()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -188,7 +188,7 @@ func workerMutex(rt *actorlock.Runtime, rdb *redis.Client) int {
 
 // criticalIncrement is the unit of the mutual exclusion tests: a GET and a
 // SET of counter+1 that lose updates unless the lock excludes.
-func criticalIncrement(ctx context.Context, l *actorlock.Lock, rdb *redis.Client, key string, proc int, rec *recorder) error {
+func criticalIncrement(ctx context.Context, l *actorlock.Lock, rdb redis.UniversalClient, key string, proc int, rec *recorder) error {
 	h, err := l.Acquire(ctx)
 	if err != nil {
 		return err
