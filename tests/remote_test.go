@@ -3,21 +3,11 @@ package tests
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,29 +271,33 @@ func TestRemoteRequestsAreValidated(t *testing.T) {
 }
 
 func TestRemoteOverMutualTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca := newCA(t, "actorlock test CA")
-	node := ca.issue(t, "node")
-	ca.writePEM(t, dir, "ca.pem")
-	ca.issue(t, "owner").write(t, dir, "owner")
-	rogue := newCA(t, "rogue CA")
-	rogue.issue(t, "rogue").write(t, dir, "rogue")
+	// The node and its owners share one CA; the rogue's is another.
+	certs, err := redisserver.NewCerts(t.TempDir())
+	require.NoError(t, err)
+	rogue, err := redisserver.NewCerts(t.TempDir())
+	require.NoError(t, err)
+	pool, err := certs.Pool()
+	require.NoError(t, err)
+	node, err := tls.LoadX509KeyPair(certs.ServerCert, certs.ServerKey)
+	require.NoError(t, err)
+	rogueCert, err := tls.LoadX509KeyPair(rogue.ClientCert, rogue.ClientKey)
+	require.NoError(t, err)
 
 	tlsCfg := &actorlock.RemoteTLS{
-		Server: &tls.Config{Certificates: []tls.Certificate{node.cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.pool},
-		Client: &tls.Config{Certificates: []tls.Certificate{node.cert}, RootCAs: ca.pool},
+		Server: &tls.Config{Certificates: []tls.Certificate{node}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool},
+		Client: &tls.Config{Certificates: []tls.Certificate{node}, RootCAs: pool},
 	}
 	const lease = 2 * time.Second
 	srv, rdb, rt := setup(t, actorlock.WithWatchdog(lease), actorlock.WithRemote(actorlock.RemoteConfig{TLS: tlsCfg}))
 	env := func(extra map[string]string) map[string]string {
 		e := remoteEnv(srv, rt, extra)
-		e["TLS_CA"] = filepath.Join(dir, "ca.pem")
+		e["TLS_CA"] = certs.CA
 		return e
 	}
 
 	// A peer with a certificate of the CA acquires, and keeps it.
 	w := spawn(t, "remote-owner", env(map[string]string{
-		"LOCK_NAME": "tls-lock", "TLS_CERT": filepath.Join(dir, "owner.pem"), "TLS_KEY": filepath.Join(dir, "owner-key.pem"),
+		"LOCK_NAME": "tls-lock", "TLS_CERT": certs.ClientCert, "TLS_KEY": certs.ClientKey,
 	}))
 	g := acquired(t, w)
 	assertHolder(t, rdb, "tls-lock", g.owner)
@@ -314,7 +308,7 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 	// CA, one with none, one in plaintext.
 	bad := []*worker{
 		spawn(t, "remote-owner", env(map[string]string{"LOCK_NAME": "tls-rogue", "RESPONSE_TIMEOUT_MS": "3000",
-			"TLS_CERT": filepath.Join(dir, "rogue.pem"), "TLS_KEY": filepath.Join(dir, "rogue-key.pem")})),
+			"TLS_CERT": rogue.ClientCert, "TLS_KEY": rogue.ClientKey})),
 		spawn(t, "remote-owner", env(map[string]string{"LOCK_NAME": "tls-nocert", "RESPONSE_TIMEOUT_MS": "3000", "TLS_NOCERT": "1"})),
 		spawn(t, "remote-owner", remoteEnv(srv, rt, map[string]string{"LOCK_NAME": "tls-plain", "RESPONSE_TIMEOUT_MS": "3000"})),
 	}
@@ -329,9 +323,9 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 
 	// The same at the TLS level: the handshake is refused without a client
 	// certificate of the CA.
-	for _, certs := range [][]tls.Certificate{nil, {rogue.issue(t, "rogue2").cert}} {
+	for _, presented := range [][]tls.Certificate{nil, {rogueCert}} {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", rt.RemoteAddress(),
-			&tls.Config{RootCAs: ca.pool, Certificates: certs})
+			&tls.Config{RootCAs: pool, Certificates: presented})
 		if err == nil {
 			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 			_, err = conn.Read(make([]byte, 1))
@@ -427,75 +421,4 @@ func (w *worker) untilDone(t *testing.T, within time.Duration) []string {
 			t.Fatalf("worker not DONE within %v", within)
 		}
 	}
-}
-
-// ---- certificates made at test time -----------------------------------------
-
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-	pool *x509.CertPool
-}
-
-type leaf struct {
-	cert         tls.Certificate
-	certPEM, key []byte
-}
-
-var serial atomic.Int64
-
-func nextSerial() *big.Int { return big.NewInt(serial.Add(1)) }
-
-func newCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pool: pool}
-}
-
-// issue makes a certificate for 127.0.0.1, for server and client use: every
-// node of protoactor remote is both.
-func (ca *testCA) issue(t *testing.T, name string) leaf {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	require.NoError(t, err)
-	return leaf{cert: cert, certPEM: certPEM, key: keyPEM}
-}
-
-func (ca *testCA) writePEM(t *testing.T, dir, file string) {
-	t.Helper()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, file), ca.pem, 0o600))
-}
-
-func (l leaf) write(t *testing.T, dir, name string) {
-	t.Helper()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+".pem"), l.certPEM, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-key.pem"), l.key, 0o600))
 }

@@ -19,7 +19,8 @@ import (
 
 // Certs are PEM files of a certificate authority made for one test, a
 // server certificate for 127.0.0.1 and a client certificate, both signed by
-// that CA (see NewCerts).
+// that CA (see NewCerts). Both are valid for server and client auth on
+// 127.0.0.1: a protoactor remote node is both (replies are dialled back).
 type Certs struct {
 	CA         string // the CA's certificate
 	ServerCert string // server certificate, for IP 127.0.0.1 and name localhost
@@ -65,7 +66,7 @@ func NewCerts(dir string) (*Certs, error) {
 	if err := writePEM(c.CA, "CERTIFICATE", caDER); err != nil {
 		return nil, err
 	}
-	leaf := func(cn string, usage x509.ExtKeyUsage, certFile, keyFile string, ips []net.IP, names []string) error {
+	leaf := func(cn, certFile, keyFile string) error {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return err
@@ -76,9 +77,9 @@ func NewCerts(dir string) (*Certs, error) {
 			NotBefore:    now.Add(-time.Hour),
 			NotAfter:     now.Add(24 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  ips,
-			DNSNames:     names,
+			ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+			IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+			DNSNames:     []string{"localhost"},
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
@@ -93,11 +94,10 @@ func NewCerts(dir string) (*Certs, error) {
 		}
 		return writePEM(keyFile, "PRIVATE KEY", keyDER)
 	}
-	if err := leaf("127.0.0.1", x509.ExtKeyUsageServerAuth, c.ServerCert, c.ServerKey,
-		[]net.IP{net.IPv4(127, 0, 0, 1)}, []string{"localhost"}); err != nil {
+	if err := leaf("127.0.0.1", c.ServerCert, c.ServerKey); err != nil {
 		return nil, err
 	}
-	if err := leaf("actorlock-test-client", x509.ExtKeyUsageClientAuth, c.ClientCert, c.ClientKey, nil, nil); err != nil {
+	if err := leaf("actorlock-test-client", c.ClientCert, c.ClientKey); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -106,6 +106,19 @@ func NewCerts(dir string) (*Certs, error) {
 // ClientConfig is a TLS configuration that trusts the CA and presents the
 // client certificate, for a go-redis client (redis.Options.TLSConfig).
 func (c *Certs) ClientConfig() (*tls.Config, error) {
+	pool, err := c.Pool()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.LoadX509KeyPair(c.ClientCert, c.ClientKey)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// Pool is a certificate pool holding the CA only.
+func (c *Certs) Pool() (*x509.CertPool, error) {
 	caPEM, err := os.ReadFile(c.CA)
 	if err != nil {
 		return nil, err
@@ -114,11 +127,7 @@ func (c *Certs) ClientConfig() (*tls.Config, error) {
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("redisserver: no certificate in " + c.CA)
 	}
-	cert, err := tls.LoadX509KeyPair(c.ClientCert, c.ClientKey)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+	return pool, nil
 }
 
 func serial() *big.Int {
