@@ -26,190 +26,200 @@ func fairKeys(name string) (queue, timeouts string) {
 // order.
 func TestFairOrderWithExpiringLeases(t *testing.T) {
 	t.Parallel()
-	_, _, rt := setup(t)
-	ctx := ctxFor(t, 20*time.Second)
-	start := time.Now()
-	type got struct {
-		owner int
-		at    time.Duration
-	}
-	results := make(chan got, 8)
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
-			_, err := rt.FairLock("fair-expiring").Acquire(ctx, actorlock.WaitTime(10*time.Second), actorlock.LeaseTime(time.Second))
-			if assert.NoError(t, err, "owner %d", i) {
-				results <- got{i, time.Since(start)}
-			}
-		}()
-	}
-	wg.Wait()
-	close(results)
-	var order []int
-	var last time.Duration
-	for r := range results {
-		order = append(order, r.owner)
-		last = max(last, r.at)
-	}
-	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, order, "arrival order")
-	assert.Less(t, last, 11*time.Second)
-	t.Logf("the 8th owner acquired after %v", last)
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		_, rt := d.setup(t)
+		ctx := ctxFor(t, 20*time.Second)
+		start := time.Now()
+		type got struct {
+			owner int
+			at    time.Duration
+		}
+		results := make(chan got, 8)
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+				_, err := rt.FairLock("fair-expiring").Acquire(ctx, actorlock.WaitTime(10*time.Second), actorlock.LeaseTime(time.Second))
+				if assert.NoError(t, err, "owner %d", i) {
+					results <- got{i, time.Since(start)}
+				}
+			}()
+		}
+		wg.Wait()
+		close(results)
+		var order []int
+		var last time.Duration
+		for r := range results {
+			order = append(order, r.owner)
+			last = max(last, r.at)
+		}
+		assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7}, order, "arrival order")
+		assert.Less(t, last, 11*time.Second)
+		t.Logf("the 8th owner acquired after %v", last)
+	})
 }
 
 // Owners in 3 processes, arriving 60 ms apart in turn, acquire in arrival
 // order: the order is global, not per process.
 func TestFairOrderAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	srv, _, rt := setup(t)
-	ctx := ctxFor(t, time.Minute)
-	// The test holds the lock while everyone arrives.
-	h, err := rt.FairLock("fair-procs").Acquire(ctx)
-	require.NoError(t, err)
-	start := time.Now().Add(1500 * time.Millisecond) // children are up by then
-	const owners, procs = 9, 3
-	var workers []*worker
-	for p := range procs {
-		var mine []string
-		for i := p; i < owners; i += procs {
-			mine = append(mine, strconv.Itoa(i))
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		_, rt := d.setup(t)
+		ctx := ctxFor(t, time.Minute)
+		// The test holds the lock while everyone arrives.
+		h, err := rt.FairLock("fair-procs").Acquire(ctx)
+		require.NoError(t, err)
+		start := time.Now().Add(1500 * time.Millisecond) // children are up by then
+		const owners, procs = 9, 3
+		var workers []*worker
+		for p := range procs {
+			var mine []string
+			for i := p; i < owners; i += procs {
+				mine = append(mine, strconv.Itoa(i))
+			}
+			workers = append(workers, spawn(t, "fair", with(d.workerEnv(), map[string]string{
+				"LOCK_NAME": "fair-procs", "OWNERS": strings.Join(mine, ","),
+				"START_NS": strconv.FormatInt(start.UnixNano(), 10), "STEP_MS": "60", "HOLD_MS": "20",
+			})))
 		}
-		workers = append(workers, spawn(t, "fair", map[string]string{
-			"REDIS_ADDR": srv.Addr, "LOCK_NAME": "fair-procs", "OWNERS": strings.Join(mine, ","),
-			"START_NS": strconv.FormatInt(start.UnixNano(), 10), "STEP_MS": "60", "HOLD_MS": "20",
-		}))
-	}
-	time.Sleep(time.Until(start.Add(owners*60*time.Millisecond + 200*time.Millisecond)))
-	require.NoError(t, h.Unlock(ctx))
+		time.Sleep(time.Until(start.Add(owners*60*time.Millisecond + 200*time.Millisecond)))
+		require.NoError(t, h.Unlock(ctx))
 
-	type event struct{ owner, arrived, acquired int64 }
-	var events []event
-	for _, w := range workers {
-		for _, line := range w.wait(t, 30*time.Second) {
-			var e event
-			if _, err := fmt.Sscanf(line, "A %d %d %d", &e.owner, &e.arrived, &e.acquired); err == nil {
-				events = append(events, e)
+		type event struct{ owner, arrived, acquired int64 }
+		var events []event
+		for _, w := range workers {
+			for _, line := range w.wait(t, 30*time.Second) {
+				var e event
+				if _, err := fmt.Sscanf(line, "A %d %d %d", &e.owner, &e.arrived, &e.acquired); err == nil {
+					events = append(events, e)
+				}
 			}
 		}
-	}
-	require.Len(t, events, owners)
-	slices.SortFunc(events, func(x, y event) int { return cmp.Compare(x.acquired, y.acquired) })
-	var order []int64
-	for _, e := range events {
-		order = append(order, e.owner)
-	}
-	assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}, order, "acquisitions follow arrival order across processes")
+		require.Len(t, events, owners)
+		slices.SortFunc(events, func(x, y event) int { return cmp.Compare(x.acquired, y.acquired) })
+		var order []int64
+		for _, e := range events {
+			order = append(order, e.owner)
+		}
+		assert.Equal(t, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}, order, "acquisitions follow arrival order across processes")
+	})
 }
 
 // 500 waiters, each holding 200 ms: all acquire, in order, and afterwards
 // neither the queue nor the timeouts keep anything.
 func TestFairManyWaitersLeaveNoTrace(t *testing.T) {
 	t.Parallel()
-	_, rdb, rt := setup(t)
-	ctx := ctxFor(t, 3*time.Minute)
-	const waiters = 500
-	var mu sync.Mutex
-	var order []int
-	var wg sync.WaitGroup
-	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, err := rt.FairLock("fair-many").Acquire(ctx, actorlock.LeaseTime(5*time.Second))
-			if !assert.NoError(t, err) {
-				return
-			}
-			mu.Lock()
-			order = append(order, i)
-			mu.Unlock()
-			time.Sleep(200 * time.Millisecond)
-			assert.NoError(t, h.Unlock(ctx))
-		}()
-		// Let each join before the next, so the expected order is known.
-		require.Eventually(t, func() bool {
-			st, err := rt.Stats(ctx)
-			return err == nil && st.LockActors == 1
-		}, time.Second, time.Millisecond)
-		time.Sleep(time.Millisecond)
-	}
-	wg.Wait()
-	require.Len(t, order, waiters)
-	assert.True(t, slices.IsSorted(order), "arrival order")
-	queue, timeouts := fairKeys("fair-many")
-	n, err := rdb.Exists(ctx, queue, timeouts, "fair-many").Result()
-	require.NoError(t, err)
-	assert.Zero(t, n, "queue, timeouts and lock are gone")
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		rdb, rt := d.setup(t)
+		ctx := ctxFor(t, 3*time.Minute)
+		const waiters = 500
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h, err := rt.FairLock("fair-many").Acquire(ctx, actorlock.LeaseTime(5*time.Second))
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(200 * time.Millisecond)
+				assert.NoError(t, h.Unlock(ctx))
+			}()
+			// Let each join before the next, so the expected order is known.
+			require.Eventually(t, func() bool {
+				st, err := rt.Stats(ctx)
+				return err == nil && st.LockActors == 1
+			}, time.Second, time.Millisecond)
+			time.Sleep(time.Millisecond)
+		}
+		wg.Wait()
+		require.Len(t, order, waiters)
+		assert.True(t, slices.IsSorted(order), "arrival order")
+		queue, timeouts := fairKeys("fair-many")
+		n, err := rdb.Exists(ctx, queue, timeouts, "fair-many").Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "queue, timeouts and lock are gone")
+	})
 }
 
 // A queued waiter whose process dies holds the others up for its wait
 // validity at most: its place expires.
 func TestFairDeadWaiterExpires(t *testing.T) {
 	t.Parallel()
-	const validity = 2 * time.Second
-	srv, rdb, rt := setup(t, actorlock.WithWatchdog(time.Second), actorlock.WithFairWaitTimeout(validity))
-	ctx := ctxFor(t, 30*time.Second)
-	holder, err := rt.FairLock("fair-dead").Acquire(ctx)
-	require.NoError(t, err)
-	w := spawn(t, "fairwait", map[string]string{
-		"REDIS_ADDR": srv.Addr, "LOCK_NAME": "fair-dead", "WATCHDOG_MS": "1000", "FAIR_WAIT_MS": "2000",
-	})
-	w.expect(t, "QUEUED", 10*time.Second)
-	queued := time.Now()
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		const validity = 2 * time.Second
+		rdb, rt := d.setup(t, actorlock.WithWatchdog(time.Second), actorlock.WithFairWaitTimeout(validity))
+		ctx := ctxFor(t, 30*time.Second)
+		holder, err := rt.FairLock("fair-dead").Acquire(ctx)
+		require.NoError(t, err)
+		w := spawn(t, "fairwait", with(d.workerEnv(), map[string]string{
+			"LOCK_NAME": "fair-dead", "WATCHDOG_MS": "1000", "FAIR_WAIT_MS": "2000",
+		}))
+		w.expect(t, "QUEUED", 10*time.Second)
+		queued := time.Now()
 
-	done := make(chan time.Time, 1)
-	go func() {
-		h, err := rt.FairLock("fair-dead").Acquire(ctx, actorlock.WaitTime(20*time.Second))
-		if assert.NoError(t, err) {
-			at := time.Now()
-			assert.NoError(t, h.Unlock(ctx))
-			done <- at
+		done := make(chan time.Time, 1)
+		go func() {
+			h, err := rt.FairLock("fair-dead").Acquire(ctx, actorlock.WaitTime(20*time.Second))
+			if assert.NoError(t, err) {
+				at := time.Now()
+				assert.NoError(t, h.Unlock(ctx))
+				done <- at
+			}
+		}()
+		queue, _ := fairKeys("fair-dead")
+		require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 2 }, 2*time.Second, 5*time.Millisecond)
+		require.NoError(t, w.cmd.Process.Kill())
+		require.NoError(t, holder.Unlock(ctx)) // tells the dead waiter, who never hears it
+
+		select {
+		case at := <-done:
+			// The dead waiter's deadline: the holder's lease left when it
+			// queued (at most the 1 s watchdog lease) plus its validity.
+			assert.Less(t, at.Sub(queued), time.Second+validity+500*time.Millisecond)
+			t.Logf("acquired %v after the dead waiter queued", at.Sub(queued))
+		case <-time.After(15 * time.Second):
+			t.Fatal("a dead waiter blocked the queue")
 		}
-	}()
-	queue, _ := fairKeys("fair-dead")
-	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 2 }, 2*time.Second, 5*time.Millisecond)
-	require.NoError(t, w.cmd.Process.Kill())
-	require.NoError(t, holder.Unlock(ctx)) // tells the dead waiter, who never hears it
-
-	select {
-	case at := <-done:
-		// The dead waiter's deadline: the holder's lease left when it
-		// queued (at most the 1 s watchdog lease) plus its validity.
-		assert.Less(t, at.Sub(queued), time.Second+validity+500*time.Millisecond)
-		t.Logf("acquired %v after the dead waiter queued", at.Sub(queued))
-	case <-time.After(15 * time.Second):
-		t.Fatal("a dead waiter blocked the queue")
-	}
+	})
 }
 
 // A waiter that gives up leaves no place behind: after the holder releases,
 // a TryAcquire (which never queues) succeeds at once.
 func TestFairTimedOutWaiterLeavesNoEntry(t *testing.T) {
 	t.Parallel()
-	_, rdb, rt := setup(t)
-	ctx := ctxFor(t, 10*time.Second)
-	holder, err := rt.FairLock("fair-timeout").Acquire(ctx)
-	require.NoError(t, err)
-	start := time.Now()
-	_, err = rt.FairLock("fair-timeout").Acquire(ctx, actorlock.WaitTime(200*time.Millisecond))
-	require.ErrorIs(t, err, actorlock.ErrNotAcquired)
-	assert.Less(t, time.Since(start), 300*time.Millisecond)
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		rdb, rt := d.setup(t)
+		ctx := ctxFor(t, 10*time.Second)
+		holder, err := rt.FairLock("fair-timeout").Acquire(ctx)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = rt.FairLock("fair-timeout").Acquire(ctx, actorlock.WaitTime(200*time.Millisecond))
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		assert.Less(t, time.Since(start), 300*time.Millisecond)
 
-	// A cancelled waiter leaves too.
-	cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
-	defer cancel()
-	_, err = rt.FairLock("fair-timeout").Acquire(cctx)
-	require.ErrorIs(t, err, context.DeadlineExceeded)
+		// A cancelled waiter leaves too.
+		cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		defer cancel()
+		_, err = rt.FairLock("fair-timeout").Acquire(cctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
 
-	queue, timeouts := fairKeys("fair-timeout")
-	require.Eventually(t, func() bool {
-		return rdb.LLen(ctx, queue).Val() == 0 && rdb.ZCard(ctx, timeouts).Val() == 0
-	}, time.Second, 5*time.Millisecond, "the waiters that gave up left the queue")
-	require.NoError(t, holder.Unlock(ctx))
-	h, err := rt.FairLock("fair-timeout").TryAcquire(ctx)
-	require.NoError(t, err, "nobody is queued ahead")
-	require.NoError(t, h.Unlock(ctx))
+		queue, timeouts := fairKeys("fair-timeout")
+		require.Eventually(t, func() bool {
+			return rdb.LLen(ctx, queue).Val() == 0 && rdb.ZCard(ctx, timeouts).Val() == 0
+		}, time.Second, 5*time.Millisecond, "the waiters that gave up left the queue")
+		require.NoError(t, holder.Unlock(ctx))
+		h, err := rt.FairLock("fair-timeout").TryAcquire(ctx)
+		require.NoError(t, err, "nobody is queued ahead")
+		require.NoError(t, h.Unlock(ctx))
+	})
 }
 
 // Redis refuses writes (CLIENT PAUSE WRITE) while a waiter waits: the
@@ -217,102 +227,106 @@ func TestFairTimedOutWaiterLeavesNoEntry(t *testing.T) {
 // place in the queue is given up.
 func TestFairWaiterThroughClientPause(t *testing.T) {
 	t.Parallel()
-	_, rdb, rt := setup(t, actorlock.WithCallTimeout(20*time.Second))
-	ctx := ctxFor(t, 30*time.Second)
-	holder, err := rt.FairLock("fair-pause").Acquire(ctx)
-	require.NoError(t, err)
-	waiter := rt.FairLock("fair-pause")
-	errc := make(chan error, 1)
-	start := time.Now()
-	go func() {
-		_, err := waiter.Acquire(ctx, actorlock.WaitTime(time.Second))
-		errc <- err
-	}()
-	queue, timeouts := fairKeys("fair-pause")
-	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, time.Second, time.Millisecond)
-	admin := client(t, rdb.Options().Addr)
-	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "5000", "WRITE").Err())
-	paused := time.Now()
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		rdb, rt := d.setup(t, actorlock.WithCallTimeout(20*time.Second))
+		ctx := ctxFor(t, 30*time.Second)
+		holder, err := rt.FairLock("fair-pause").Acquire(ctx)
+		require.NoError(t, err)
+		waiter := rt.FairLock("fair-pause")
+		errc := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := waiter.Acquire(ctx, actorlock.WaitTime(time.Second))
+			errc <- err
+		}()
+		queue, timeouts := fairKeys("fair-pause")
+		require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, time.Second, time.Millisecond)
+		admin := d.nodeOf(t, queue) // the lock's keys share its slot
+		require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "5000", "WRITE").Err())
+		paused := time.Now()
 
-	select {
-	case err := <-errc:
-		assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
-		assert.Less(t, time.Since(start), 1100*time.Millisecond, "returned by its wait time")
-	case <-time.After(3 * time.Second):
-		t.Fatal("the waiter did not return by its wait time")
-	}
-	require.Eventually(t, func() bool {
-		q, _ := rdb.LRange(ctx, queue, 0, -1).Result()
-		z, _ := rdb.ZRange(ctx, timeouts, 0, -1).Result()
-		return !slices.Contains(q, waiter.Owner()) && !slices.Contains(z, waiter.Owner())
-	}, 10*time.Second, 20*time.Millisecond, "no entry of the waiter once writes resume")
-	assert.Greater(t, time.Since(paused), 4*time.Second, "its place could only go once the pause ended")
-	require.NoError(t, holder.Unlock(ctx))
+		select {
+		case err := <-errc:
+			assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
+			assert.Less(t, time.Since(start), 1100*time.Millisecond, "returned by its wait time")
+		case <-time.After(3 * time.Second):
+			t.Fatal("the waiter did not return by its wait time")
+		}
+		require.Eventually(t, func() bool {
+			q, _ := rdb.LRange(ctx, queue, 0, -1).Result()
+			z, _ := rdb.ZRange(ctx, timeouts, 0, -1).Result()
+			return !slices.Contains(q, waiter.Owner()) && !slices.Contains(z, waiter.Owner())
+		}, 10*time.Second, 20*time.Millisecond, "no entry of the waiter once writes resume")
+		assert.Greater(t, time.Since(paused), 4*time.Second, "its place could only go once the pause ended")
+		require.NoError(t, holder.Unlock(ctx))
+	})
 }
 
 func TestFairReentryWatchdogAndTryAcquire(t *testing.T) {
 	t.Parallel()
-	_, rdb, rt := setup(t, actorlock.WithWatchdog(time.Second))
-	ctx := ctxFor(t, 20*time.Second)
-	l := rt.FairLock("fair-basics")
-	h1, err := l.Acquire(ctx)
-	require.NoError(t, err)
-	h2, err := l.TryAcquire(ctx)
-	require.NoError(t, err, "re-entry")
-	assert.Greater(t, h2.Token(), h1.Token())
-	n, err := l.HoldCount(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, 2, n)
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		rdb, rt := d.setup(t, actorlock.WithWatchdog(time.Second))
+		ctx := ctxFor(t, 20*time.Second)
+		l := rt.FairLock("fair-basics")
+		h1, err := l.Acquire(ctx)
+		require.NoError(t, err)
+		h2, err := l.TryAcquire(ctx)
+		require.NoError(t, err, "re-entry")
+		assert.Greater(t, h2.Token(), h1.Token())
+		n, err := l.HoldCount(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 2, n)
 
-	_, err = rt.FairLock("fair-basics").TryAcquire(ctx)
-	require.ErrorIs(t, err, actorlock.ErrNotAcquired)
-	queue, _ := fairKeys("fair-basics")
-	assert.Zero(t, rdb.LLen(ctx, queue).Val(), "TryAcquire never joins the queue")
+		_, err = rt.FairLock("fair-basics").TryAcquire(ctx)
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		queue, _ := fairKeys("fair-basics")
+		assert.Zero(t, rdb.LLen(ctx, queue).Val(), "TryAcquire never joins the queue")
 
-	time.Sleep(2500 * time.Millisecond) // past the watchdog lease: renewed
-	select {
-	case <-h1.Done():
-		t.Fatalf("lost: %v", h1.Err())
-	default:
-	}
-	require.NoError(t, h2.Unlock(ctx))
-	require.NoError(t, h1.Unlock(ctx))
-	assert.Zero(t, rdb.Exists(ctx, "fair-basics").Val())
+		time.Sleep(2500 * time.Millisecond) // past the watchdog lease: renewed
+		select {
+		case <-h1.Done():
+			t.Fatalf("lost: %v", h1.Err())
+		default:
+		}
+		require.NoError(t, h2.Unlock(ctx))
+		require.NoError(t, h1.Unlock(ctx))
+		assert.Zero(t, rdb.Exists(ctx, "fair-basics").Val())
+	})
 }
 
 // Many local fair waiters cost one subscription, not one each.
 func TestFairLocalWaitersShareOneSubscription(t *testing.T) {
 	t.Parallel()
-	srv, rdb, rt := setup(t)
-	ctx := ctxFor(t, 30*time.Second)
-	other := newRuntime(t, client(t, srv.Addr))
-	holder, err := other.FairLock("fair-subs").Acquire(ctx)
-	require.NoError(t, err)
-	const waiters = 200
-	var wg sync.WaitGroup
-	got := make(chan int, waiters)
-	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h, err := rt.FairLock("fair-subs").Acquire(ctx, actorlock.WaitTime(20*time.Second))
-			if assert.NoError(t, err) {
-				got <- i
-				assert.NoError(t, h.Unlock(ctx))
-			}
-		}()
-	}
-	queue, _ := fairKeys("fair-subs")
-	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == waiters }, 10*time.Second, 10*time.Millisecond)
-	channels, err := rdb.PubSubChannels(ctx, "redisson_lock__channel:{fair-subs}*").Result()
-	require.NoError(t, err)
-	patterns, err := rdb.PubSubNumPat(ctx).Result()
-	require.NoError(t, err)
-	t.Logf("%d local waiters: %d channel subscriptions, %d patterns", waiters, len(channels), patterns)
-	assert.Len(t, channels, 1)
-	assert.Zero(t, patterns)
-	require.NoError(t, holder.Unlock(ctx))
-	wg.Wait()
-	close(got)
-	assert.Len(t, got, waiters)
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		rdb, rt := d.setup(t)
+		ctx := ctxFor(t, 30*time.Second)
+		other := newRuntime(t, d.client(t))
+		holder, err := other.FairLock("fair-subs").Acquire(ctx)
+		require.NoError(t, err)
+		const waiters = 200
+		var wg sync.WaitGroup
+		got := make(chan int, waiters)
+		for i := range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h, err := rt.FairLock("fair-subs").Acquire(ctx, actorlock.WaitTime(20*time.Second))
+				if assert.NoError(t, err) {
+					got <- i
+					assert.NoError(t, h.Unlock(ctx))
+				}
+			}()
+		}
+		queue, _ := fairKeys("fair-subs")
+		require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == waiters }, 10*time.Second, 10*time.Millisecond)
+		channels, others, patterns := subscriptions(t, ctx, d, "redisson_lock__channel:{fair-subs}*")
+		t.Logf("%d local waiters: %d channel subscriptions, %d patterns", waiters, len(channels), patterns)
+		assert.Len(t, channels, 1)
+		assert.Empty(t, others, "plain and sharded subscriptions are not mixed")
+		assert.Zero(t, patterns)
+		require.NoError(t, holder.Unlock(ctx))
+		wg.Wait()
+		close(got)
+		assert.Len(t, got, waiters)
+	})
 }
