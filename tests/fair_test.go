@@ -107,43 +107,42 @@ func TestFairOrderAcrossProcesses(t *testing.T) {
 	})
 }
 
-// 500 waiters, each holding 200 ms: all acquire, in order, and afterwards
-// neither the queue nor the timeouts keep anything.
+// 500 waiters queue up behind a holder: all acquire, in arrival order, and
+// afterwards neither the queue nor the timeouts keep anything.
 func TestFairManyWaitersLeaveNoTrace(t *testing.T) {
 	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d *deployment) {
 		rdb, rt := d.setup(t)
 		ctx := ctxFor(t, 3*time.Minute)
-		const waiters = 500
+		const name, waiters = "fair-many", 500
+		queue, timeouts := fairKeys(name)
+		holder, err := rt.FairLock(name).Acquire(ctx)
+		require.NoError(t, err)
 		var mu sync.Mutex
 		var order []int
 		var wg sync.WaitGroup
 		for i := range waiters {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				h, err := rt.FairLock("fair-many").Acquire(ctx, actorlock.LeaseTime(5*time.Second))
+			wg.Go(func() {
+				h, err := rt.FairLock(name).Acquire(ctx, actorlock.LeaseTime(5*time.Second))
 				if !assert.NoError(t, err) {
 					return
 				}
 				mu.Lock()
 				order = append(order, i)
 				mu.Unlock()
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(time.Millisecond)
 				assert.NoError(t, h.Unlock(ctx))
-			}()
-			// Let each join before the next, so the expected order is known.
-			require.Eventually(t, func() bool {
-				st, err := rt.Stats(ctx)
-				return err == nil && st.LockActors == 1
-			}, time.Second, time.Millisecond)
-			time.Sleep(time.Millisecond)
+			})
+			// Each joins the Redis queue before the next starts, so the
+			// expected order is known.
+			require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == int64(i+1) },
+				5*time.Second, time.Millisecond, "waiter %d queued", i)
 		}
+		require.NoError(t, holder.Unlock(ctx))
 		wg.Wait()
 		require.Len(t, order, waiters)
 		assert.True(t, slices.IsSorted(order), "arrival order")
-		queue, timeouts := fairKeys("fair-many")
-		n, err := rdb.Exists(ctx, queue, timeouts, "fair-many").Result()
+		n, err := rdb.Exists(ctx, queue, timeouts, name).Result()
 		require.NoError(t, err)
 		assert.Zero(t, n, "queue, timeouts and lock are gone")
 	})

@@ -365,7 +365,9 @@ func TestTenThousandDueItemsMoveInBoundedBatches(t *testing.T) {
 
 		q := rt.DelayedQueue(name)
 		defer q.Close()
-		dueAt := time.Now().Add(2 * time.Second)
+		// Far enough out for 10,000 offers on a loaded machine (race
+		// detector, parallel tests): all must be offered before it.
+		dueAt := time.Now().Add(5 * time.Second)
 		var wg sync.WaitGroup
 		errs := make(chan error, 32)
 		for w := range 32 {
