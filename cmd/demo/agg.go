@@ -59,6 +59,7 @@ type agg struct {
 	dlvAt     map[string]int64
 	reads     int
 	torn      int
+	relics    int // torn reads of a write the kill cut short
 	timeouts  map[string]int
 	switches  int
 	lost      int
@@ -124,7 +125,15 @@ func (a *agg) apply(i int, ev event) {
 		delete(a.open, k)
 	case "read":
 		a.reads++
-		a.torn += int(ev.N)
+		switch {
+		case ev.N == 0:
+		case a.killAt != 0 && ev.At > a.killAt && ev.Node == a.victim:
+			// The killed node's writer died half-way through a write;
+			// the next write repairs it. The lock did its part.
+			a.relics++
+		default:
+			a.torn++
+		}
 	case "offering":
 		a.offers[ev.Job] = &offer{node: i, at: ev.At, delay: ev.D}
 	case "offered", "offerfail":

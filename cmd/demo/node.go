@@ -109,6 +109,7 @@ func (n *node) run(ctx context.Context, cmds <-chan command) {
 			stopped = true
 			stopWork()
 			work.Wait()
+			n.abdicate(ctx) // the victim's leader lock, if it still holds it
 			n.em.emit(event{T: "stopped"})
 		}
 	}

@@ -42,7 +42,7 @@ var kinds = []string{kindMulti, kindFair, kindRead, kindWrite, kindLeader}
 //	ready     Addr (remote address), PID                 the node is up
 //	acq       ID, Kind, L (lock names), Tok (their fencing tokens), W (asked), At (held)
 //	rel       ID, At, N=1 if the section wrote what it meant to
-//	read      N=1 if the configuration read was torn
+//	read      At (started), N=1 if torn, Node (writer of the newest field seen)
 //	offering  Job, At, D (delay ns)                       about to Offer
 //	offered   Job                                         Offer returned nil
 //	offerfail Job, Msg                                    Offer failed: the item may or may not be stored
@@ -67,6 +67,7 @@ type event struct {
 	Job  string   `json:"job,omitempty"`
 	D    int64    `json:"d,omitempty"`
 	Msg  string   `json:"msg,omitempty"`
+	Node int      `json:"node,omitempty"`
 }
 
 // command is one JSON line the orchestrator writes to a node's stdin.

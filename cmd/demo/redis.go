@@ -114,9 +114,9 @@ func seed(ctx context.Context, rdb redis.UniversalClient, cfg config) error {
 	if err := rdb.HSet(ctx, bankKey, bank...).Err(); err != nil {
 		return err
 	}
-	conf := []any{"version", 0}
+	conf := []any{"version", "0:0"}
 	for i := range configFields {
-		conf = append(conf, cfgField(i), 0)
+		conf = append(conf, cfgField(i), "0:0")
 	}
 	return rdb.HSet(ctx, configKey, conf...).Err()
 }

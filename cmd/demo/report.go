@@ -63,6 +63,7 @@ type summary struct {
 	LostJobs   int `json:"lost_job_updates"`
 	Reads      int `json:"reads"`
 	TornReads  int `json:"torn_reads"`
+	RelicReads int `json:"torn_by_kill"`
 	Delayed    struct {
 		Offered    int     `json:"offered"`
 		InDoubt    int     `json:"in_doubt"`
@@ -199,7 +200,7 @@ func (r *runner) verdict() int {
 			sum.LostJobs += int(v - completed[k] - cut[k]) // counted more than ran: as wrong
 		}
 	}
-	sum.Reads, sum.TornReads = a.reads, a.torn
+	sum.Reads, sum.TornReads, sum.RelicReads = a.reads, a.torn, a.relics
 
 	// Delayed jobs: exactly once.
 	d := &sum.Delayed
@@ -249,7 +250,7 @@ func (r *runner) verdict() int {
 		{key: "jobs", name: "no lost job updates (fair-lock counters)", status: passFail(sum.LostJobs == 0),
 			detail: fmt.Sprintf("%d jobs run, %d updates lost", jobsDone, sum.LostJobs)},
 		{key: "config", name: "no torn config reads (read-write lock)", status: passFail(sum.TornReads == 0 && sum.Reads > 0),
-			detail: fmt.Sprintf("%d torn of %d reads", sum.TornReads, sum.Reads)},
+			detail: fmt.Sprintf("%d torn of %d reads (%d saw the write the kill cut short, until the next write)", sum.TornReads, sum.Reads, sum.RelicReads)},
 		{key: "delayed", name: "every delayed job delivered exactly once", status: passFail(d.Missing == 0 && d.Duplicates == 0 && d.Unknown == 0),
 			detail: fmt.Sprintf("%d offered, %d delivered; %d missing, %d duplicates, %d never offered; %d in doubt (killed mid-offer)",
 				d.Offered, d.Delivered, d.Missing, d.Duplicates, d.Unknown, d.InDoubt)},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -249,24 +250,35 @@ func (n *node) configWriter(ctx context.Context) {
 }
 
 // writeConfig sets every field to the next version, one command at a time.
+// A value is "<version>:<node>": a torn read can tell whose write it saw
+// half done.
 func (n *node) writeConfig(ctx context.Context, lost func() error) (bool, error) {
-	v, err := n.rdb.HGet(ctx, configKey, "version").Int64()
+	cur, err := n.rdb.HGet(ctx, configKey, "version").Result()
 	if err != nil {
 		return false, err
 	}
-	v++
+	v, _ := parseConfigValue(cur)
+	val := fmt.Sprintf("%d:%d", v+1, n.idx)
 	for i := range configFields {
 		if err := lost(); err != nil {
 			n.em.emit(event{T: "lost", L: []string{configLock}, Msg: err.Error()})
 			return false, nil
 		}
-		if err := n.rdb.HSet(ctx, configKey, cfgField(i), v).Err(); err != nil {
+		if err := n.rdb.HSet(ctx, configKey, cfgField(i), val).Err(); err != nil {
 			return false, err
 		}
 		time.Sleep(writerStep)
 	}
-	err = n.rdb.HSet(ctx, configKey, "version", v).Err()
+	err = n.rdb.HSet(ctx, configKey, "version", val).Err()
 	return err == nil, err
+}
+
+// parseConfigValue splits "<version>:<node>".
+func parseConfigValue(s string) (version int64, node int) {
+	a, b, _ := strings.Cut(s, ":")
+	version, _ = strconv.ParseInt(a, 10, 64)
+	node, _ = strconv.Atoi(b)
+	return version, node
 }
 
 func (n *node) configReader(ctx context.Context) {
@@ -279,6 +291,7 @@ func (n *node) configReader(ctx context.Context) {
 		}
 		id := n.enter(kindRead, []string{configLock}, e.toks, asked)
 		sctx, cancel := sectionCtx(ctx)
+		readAt := time.Now()
 		m, err := n.rdb.HGetAll(sctx, configKey).Result()
 		time.Sleep(readerHold)
 		n.leave(id, err == nil)
@@ -287,20 +300,27 @@ func (n *node) configReader(ctx context.Context) {
 		if err != nil {
 			n.fail("config read", err)
 		} else {
-			n.em.emit(event{T: "read", N: tornRead(m)})
+			torn, writer := tornRead(m)
+			n.em.emit(event{T: "read", At: readAt.UnixNano(), N: torn, Node: writer})
 		}
 		sleepCtx(ctx, readerPause)
 	}
 }
 
-// tornRead is 1 if the fields of a configuration read differ in version.
-func tornRead(m map[string]string) int64 {
+// tornRead is 1 if the fields of a configuration read differ, with the
+// node whose write is the newest seen.
+func tornRead(m map[string]string) (torn int64, writer int) {
+	newest, _ := parseConfigValue(m["version"])
 	for i := range configFields {
-		if m[cfgField(i)] != m["version"] {
-			return 1
+		f := m[cfgField(i)]
+		if f != m["version"] {
+			torn = 1
+		}
+		if v, node := parseConfigValue(f); v > newest {
+			newest, writer = v, node
 		}
 	}
-	return 0
+	return torn, writer
 }
 
 // ---- the leader lock ------------------------------------------------------
