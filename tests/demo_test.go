@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"os/exec"
@@ -19,64 +20,217 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestDemo builds cmd/demo and runs it as a user would: under the lock its
-// verdict passes; with --unsafe (no lock) the same checks must catch the lost
-// updates; a Ctrl-C stops it early, still with a verdict. The runs overlap.
+// TestDemo builds cmd/demo and runs it as a user would: a cluster of node
+// processes on its own Redis (a single server, and a 3-master cluster) with
+// a node SIGKILLed at half time, whose verdict must pass; with --unsafe (no
+// locks) the same checks must catch the damage; a Ctrl-C stops it early,
+// still with a verdict and nothing left running; --redis uses a server
+// that exists. The runs overlap.
 func TestDemo(t *testing.T) {
 	bin := buildDemo(t)
+	const lease = 3 * time.Second
 
-	t.Run("PassesUnderTheLock", func(t *testing.T) {
+	t.Run("PassesWithAKill", func(t *testing.T) {
 		t.Parallel()
-		res := runDemo(t, bin, "--duration", "3s")
+		res := runDemo(t, bin, "--duration", "6s")
 		require.Equal(t, 0, res.code, res)
 		assert.Empty(t, res.stderr, "the demo is quiet apart from its own output")
-		assert.Contains(t, res.stdout, "acquisitions", "progress lines")
-		v := parseVerdict(t, res.stdout)
-		assert.Greater(t, v.recorded, int64(1000), "3 s of contention make many critical sections")
-		assert.Equal(t, v.recorded, v.inRedis)
-		assert.Zero(t, v.overlaps)
-		assert.Zero(t, v.inversions)
-		assert.Contains(t, res.stdout, "by 12 owners in 3 processes")
-		for _, check := range []string{"counter in Redis = its recorded acquisitions", "no overlapping critical sections", "fencing tokens strictly increase"} {
-			assert.Regexp(t, regexp.MustCompile(`(?m)^check: .*`+check+`.*\sPASS\s`), res.stdout)
-		}
-		assert.Contains(t, res.stdout, "VERDICT: PASS")
-		assertRedisStopped(t, res.stdout)
+		assert.Contains(t, res.stdout, "acq/s", "progress lines")
+		s := parseSummary(t, res.stdout)
+		assertAllPass(t, s, res.stdout)
+		assertWorkedWithTakeover(t, s, lease)
+		assertNothingLeft(t, res.stdout, s)
 	})
 
-	t.Run("UnsafeLosesUpdatesAndFails", func(t *testing.T) {
+	t.Run("PassesOnACluster", func(t *testing.T) {
+		t.Parallel()
+		// CI installs redis-server, which ships redis-cli: a missing one is
+		// a broken setup, not a reason to skip.
+		_, err := exec.LookPath("redis-cli")
+		require.NoError(t, err, "redis-cli is needed to create the cluster")
+		res := runDemo(t, bin, "--duration", "6s", "--redis-cluster")
+		require.Equal(t, 0, res.code, res)
+		assert.Empty(t, res.stderr)
+		s := parseSummary(t, res.stdout)
+		assert.True(t, s.Cluster)
+		assert.Len(t, s.Redis, 3)
+		assertAllPass(t, s, res.stdout)
+		assertWorkedWithTakeover(t, s, lease)
+		assertNothingLeft(t, res.stdout, s)
+	})
+
+	t.Run("UnsafeFails", func(t *testing.T) {
 		t.Parallel()
 		srv := startRedis(t)
-		res := runDemo(t, bin, "--redis", srv.Addr, "--unsafe", "--duration", "2s")
+		res := runDemo(t, bin, "--redis", srv.Addr, "--unsafe", "--duration", "3s")
 		require.Equal(t, 1, res.code, res)
 		assert.Contains(t, res.stdout, "VERDICT: FAIL")
-		v := parseVerdict(t, res.stdout)
-		assert.Greater(t, v.recorded, v.inRedis, "updates were lost")
-		assert.Positive(t, v.overlaps)
+		s := parseSummary(t, res.stdout)
+		assert.Equal(t, "FAIL", s.Verdict)
+		// Without locks, money appears or vanishes, or sections overlap
+		// (in practice both).
+		assert.True(t, s.Checks["balance"] == "FAIL" || s.Checks["overlap"] == "FAIL", "%v", s.Checks)
+		assert.Equal(t, "FAIL", s.Checks["overlap"])
+		assert.Positive(t, s.Overlaps)
 		// The demo's numbers are Redis's own, not made up.
-		assert.Equal(t, v.inRedis, sumCounters(t, srv.Addr))
+		assert.Equal(t, s.Balance.Got, bankTotal(t, srv.Addr))
 	})
 
 	t.Run("CtrlCStopsWithAVerdict", func(t *testing.T) {
 		t.Parallel()
-		res := interruptDemo(t, bin, 1500*time.Millisecond, "--duration", "60s")
+		res := interruptDemo(t, bin, "--duration", "60s")
 		require.Equal(t, 0, res.code, res)
 		assert.Empty(t, res.stderr)
-		v := parseVerdict(t, res.stdout)
-		assert.Positive(t, v.recorded)
-		assert.Equal(t, v.recorded, v.inRedis)
-		assert.Contains(t, res.stdout, "VERDICT: PASS")
-		assertRedisStopped(t, res.stdout)
+		s := parseSummary(t, res.stdout)
+		assert.True(t, s.Interrupted)
+		assert.Contains(t, res.stdout, "interrupted (Ctrl-C)")
+		assert.Equal(t, "PASS", s.Verdict, res.stdout)
+		assert.Positive(t, s.All.Acquisitions)
+		assert.Equal(t, "SKIP", s.Checks["takeover"], "the kill at half time was never reached")
+		assert.Equal(t, "PASS", s.Checks["delayed"])
+		assertNothingLeft(t, res.stdout, s)
 	})
+
+	t.Run("UsesAnExistingRedis", func(t *testing.T) {
+		t.Parallel()
+		srv := startRedis(t)
+		res := runDemo(t, bin, "--redis", srv.Addr, "--duration", "4s")
+		require.Equal(t, 0, res.code, res)
+		s := parseSummary(t, res.stdout)
+		assertAllPass(t, s, res.stdout)
+		assert.False(t, s.OwnRedis)
+		assert.False(t, s.Cluster)
+		assert.Equal(t, []string{srv.Addr}, s.Redis)
+		assert.Equal(t, int64(8000), bankTotal(t, srv.Addr))
+		// Not ours to stop.
+		require.NoError(t, client(t, srv.Addr).Ping(context.Background()).Err())
+	})
+
+	t.Run("BadFlags", func(t *testing.T) {
+		t.Parallel()
+		res := runDemo(t, bin, "--nodes", "1")
+		assert.Equal(t, 2, res.code, res)
+		assert.Contains(t, res.stderr, "--nodes")
+	})
+}
+
+// demoSummary is the part of the demo's SUMMARY line the tests read.
+type demoSummary struct {
+	Verdict     string            `json:"verdict"`
+	Checks      map[string]string `json:"checks"`
+	Interrupted bool              `json:"interrupted"`
+	NodePIDs    []int             `json:"node_pids"`
+	Redis       []string          `json:"redis"`
+	Cluster     bool              `json:"cluster"`
+	OwnRedis    bool              `json:"own_redis"`
+	LeaseMs     int64             `json:"lease_ms"`
+	Kinds       map[string]struct {
+		Acquisitions int     `json:"acquisitions"`
+		PerSecond    float64 `json:"per_s"`
+	} `json:"kinds"`
+	All struct {
+		Acquisitions int `json:"acquisitions"`
+	} `json:"all"`
+	Killed     bool    `json:"killed"`
+	TakeoverMs float64 `json:"takeover_ms"`
+	Balance    struct {
+		Want int64 `json:"want"`
+		Got  int64 `json:"got"`
+	} `json:"balance"`
+	Overlaps int `json:"overlaps"`
+	Delayed  struct {
+		Offered   int `json:"offered"`
+		Delivered int `json:"delivered"`
+	} `json:"delayed"`
+}
+
+var summaryLine = regexp.MustCompile(`(?m)^SUMMARY (\{.*\})$`)
+
+func parseSummary(t *testing.T, stdout string) demoSummary {
+	t.Helper()
+	m := summaryLine.FindStringSubmatch(stdout)
+	require.NotNil(t, m, "no SUMMARY line in:\n%s", stdout)
+	var s demoSummary
+	require.NoError(t, json.Unmarshal([]byte(m[1]), &s))
+	return s
+}
+
+var demoChecks = []string{"balance", "overlap", "tokens", "jobs", "config", "delayed", "takeover", "errors"}
+
+func assertAllPass(t *testing.T, s demoSummary, stdout string) {
+	t.Helper()
+	assert.Equal(t, "PASS", s.Verdict, stdout)
+	assert.Contains(t, stdout, "VERDICT: PASS")
+	for _, c := range demoChecks {
+		assert.Equal(t, "PASS", s.Checks[c], "check %s", c)
+	}
+	assert.Equal(t, s.Balance.Want, s.Balance.Got)
+}
+
+// assertWorkedWithTakeover: every primitive made acquisitions, delayed
+// jobs were delivered, and a survivor took the leader lock over within the
+// lease (plus scheduling slack) of the kill.
+func assertWorkedWithTakeover(t *testing.T, s demoSummary, lease time.Duration) {
+	t.Helper()
+	for _, k := range []string{"multilock", "fair(remote)", "read", "write", "leader"} {
+		assert.Positive(t, s.Kinds[k].Acquisitions, "acquisitions of %s", k)
+	}
+	assert.Positive(t, s.Delayed.Delivered)
+	assert.Equal(t, s.Delayed.Offered, s.Delayed.Delivered)
+	assert.True(t, s.Killed, "a node was killed")
+	assert.Equal(t, lease.Milliseconds(), s.LeaseMs)
+	require.GreaterOrEqual(t, s.TakeoverMs, 0.0, "the leader lock was taken over")
+	assert.LessOrEqual(t, s.TakeoverMs, float64((lease + 1500*time.Millisecond).Milliseconds()))
+}
+
+// assertNothingLeft: the demo's own Redis and its node processes are gone.
+func assertNothingLeft(t *testing.T, stdout string, s demoSummary) {
+	t.Helper()
+	require.Len(t, s.NodePIDs, 3)
+	for _, pid := range s.NodePIDs {
+		require.Positive(t, pid)
+		assert.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "node process %d still exists", pid)
+	}
+	if !s.OwnRedis {
+		return
+	}
+	assert.Regexp(t, ownRedisAddr, stdout)
+	for _, addr := range s.Redis {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		assert.Error(t, err, "redis-server %s still runs after the demo", addr)
+	}
+}
+
+var ownRedisAddr = regexp.MustCompile(`redis 127\.0\.0\.1:\d+\S* \(own (redis-server|3-master cluster)\)`)
+
+// bankTotal adds up the demo's account balances, straight from Redis.
+func bankTotal(t *testing.T, addr string) int64 {
+	t.Helper()
+	m, err := client(t, addr).HGetAll(context.Background(), "demo:bank").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, m)
+	var sum int64
+	for _, v := range m {
+		n, err := strconv.ParseInt(v, 10, 64)
+		require.NoError(t, err)
+		sum += n
+	}
+	return sum
 }
 
 func buildDemo(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the demo with")
-	}
+	require.NoError(t, err, "no go command to build the demo with")
 	bin := filepath.Join(t.TempDir(), "demo")
+	// Not with -race, even under it: protoactor remote's Shutdown races
+	// with the streams of peers still connected (endpointReader.suspend
+	// against Receive, endpointManager.stop against a closing stream),
+	// which every node of the demo has when it stops. Nothing of the
+	// demo's or actorlock's own code showed up in those reports.
 	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/actorlock/actorlock/cmd/demo").CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
@@ -89,7 +243,7 @@ type demoResult struct {
 
 func runDemo(t *testing.T, bin string, args ...string) demoResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
@@ -98,9 +252,9 @@ func runDemo(t *testing.T, bin string, args ...string) demoResult {
 }
 
 // interruptDemo starts the demo in a process group of its own and, once it
-// has run for after, sends SIGINT to the whole group, as a terminal's Ctrl-C
-// does: the workers get it too.
-func interruptDemo(t *testing.T, bin string, after time.Duration, args ...string) demoResult {
+// shows progress, sends SIGINT to the whole group, as a terminal's Ctrl-C
+// does.
+func interruptDemo(t *testing.T, bin string, args ...string) demoResult {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -114,16 +268,17 @@ func interruptDemo(t *testing.T, bin string, after time.Duration, args ...string
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "actorlock demo:") },
-		10*time.Second, 10*time.Millisecond, "the demo did not start")
-	time.Sleep(after)
+	require.Eventually(t, func() bool { return strings.Contains(stdout.String(), "acq/s") },
+		30*time.Second, 10*time.Millisecond, "the demo showed no progress; output:\n%s", &stdout)
+	start := time.Now()
 	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT))
 	select {
 	case err := <-exited:
 		exited <- err // for the cleanup
+		t.Logf("stopped %v after Ctrl-C", time.Since(start).Round(time.Millisecond))
 		return demoResult{code: exitCode(t, err), stdout: stdout.String(), stderr: stderr.String()}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the demo did not stop within 10s of Ctrl-C; output:\n%s", stdout.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the demo did not stop within 20s of Ctrl-C; output:\n%s", stdout.String())
 		return demoResult{}
 	}
 }
@@ -136,56 +291,6 @@ func exitCode(t *testing.T, err error) int {
 	}
 	require.NoError(t, err)
 	return 0
-}
-
-// demoVerdict is the "total" row of the verdict table.
-type demoVerdict struct {
-	inRedis, recorded, overlaps, inversions int64
-}
-
-var totalRow = regexp.MustCompile(`(?m)^total\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$`)
-
-func parseVerdict(t *testing.T, stdout string) demoVerdict {
-	t.Helper()
-	m := totalRow.FindStringSubmatch(stdout)
-	require.NotNil(t, m, "no verdict table in:\n%s", stdout)
-	n := make([]int64, 4)
-	for i := range n {
-		var err error
-		n[i], err = strconv.ParseInt(m[i+1], 10, 64)
-		require.NoError(t, err)
-	}
-	return demoVerdict{inRedis: n[0], recorded: n[1], overlaps: n[2], inversions: n[3]}
-}
-
-// sumCounters adds up the demo's counters, straight from Redis.
-func sumCounters(t *testing.T, addr string) int64 {
-	t.Helper()
-	rdb := client(t, addr)
-	keys, err := rdb.Keys(context.Background(), "actorlock-demo:account:*").Result()
-	require.NoError(t, err)
-	require.NotEmpty(t, keys)
-	var sum int64
-	for _, k := range keys {
-		n, err := rdb.Get(context.Background(), k).Int64()
-		require.NoError(t, err)
-		sum += n
-	}
-	return sum
-}
-
-var ownRedisAddr = regexp.MustCompile(`redis (127\.0\.0\.1:\d+) \(own redis-server\)`)
-
-// assertRedisStopped checks that the redis-server the demo started is gone.
-func assertRedisStopped(t *testing.T, stdout string) {
-	t.Helper()
-	m := ownRedisAddr.FindStringSubmatch(stdout)
-	require.NotNil(t, m, "no address of the demo's own redis-server in:\n%s", stdout)
-	c, err := net.DialTimeout("tcp", m[1], time.Second)
-	if err == nil {
-		_ = c.Close()
-	}
-	assert.Error(t, err, "redis-server %s still runs after the demo", m[1])
 }
 
 // lockedBuffer is a bytes.Buffer that the test may read while the process

@@ -1,31 +1,51 @@
-// Command demo shows actorlock keeping shared counters consistent while
-// owners in several processes contend for them.
+// Command demo runs a small cluster of actorlock nodes against Redis and
+// checks, at the end, that the locks kept their promises.
 //
 // Usage:
 //
-//	go run ./cmd/demo [--redis ADDR] [--procs 3] [--owners 4] [--counters 4] [--duration 10s]
+//	go run ./cmd/demo [--nodes 3] [--duration 20s] [--lease 3s] [--kill=true]
+//	                  [--redis-cluster | --redis ADDR[,ADDR...]]
 //
-// Without --redis it starts its own redis-server on a free loopback port and
-// stops it at the end. The process re-executes itself as --procs - 1 worker
-// processes and runs --owners owners itself. Every owner, each its own lock
-// owner, repeatedly picks one of the counters ("accounts") at random, takes
-// that counter's lock and increments it with a deliberately non-atomic GET,
-// sleep, SET in Redis, which loses updates unless the lock excludes. Every
-// critical section is recorded; workers stream theirs to the parent as JSON
-// lines on stdout, and the parent shows live progress.
+// Without --redis it starts its own Redis: one redis-server on a free
+// loopback port, or a 3-master Redis Cluster with --redis-cluster, and stops
+// it at the end. --redis uses servers you have: one address (a cluster node
+// is recognised by INFO cluster's cluster_enabled) or several (the seed list
+// of a cluster).
 //
-// At the end (or on Ctrl-C) the demo checks the record against Redis: each
-// counter equals the number of critical sections on it, no two sections on a
-// counter overlap in time, and fencing tokens strictly increase in section
-// order. It prints the verdict and exits 0 if all of it holds, 1 if not, 2 if
-// it could not run at all (no redis-server, bad flags).
+// The process is the orchestrator. It seeds the data, then re-executes
+// itself as --nodes node processes. Each node makes one actorlock runtime
+// that serves actors of the others over protoactor remote (loopback, a free
+// port), with a short watchdog lease (--lease), and runs this workload:
+//
+//   - bank transfers between accounts (fields of one Redis hash) under a
+//     MultiLock of both accounts' locks; the balances are read, then
+//     written a little later, so only the locks keep the total constant;
+//   - a job runner on fair locks acquired over remote: the node's owner
+//     actors send AcquireRequests to the next live node's runtime, keep the
+//     lock alive with a keeper, and increment the job's counter the racy way;
+//   - readers and writers of a shared configuration under a read-write
+//     lock; writers update its fields one command at a time, so a reader
+//     that got in with a writer would see a torn version;
+//   - delayed jobs offered through a delayed queue and taken from its
+//     blocking queue by consumers on the other nodes;
+//   - the leader lock, taken by the last node at start; at half time that
+//     node is SIGKILLed (--kill=false: it lets go instead) and a survivor
+//     takes the lock over once the lease runs out.
+//
+// Nodes report every critical section (lock, fencing token, start and end)
+// and every queue item as JSON lines on stdout; the orchestrator shows live
+// progress and ends with figures and a verdict: the total balance is
+// conserved, no two critical sections of one lock overlapped (checked in
+// fencing-token order), tokens increase with time, no job update was lost,
+// no configuration read was torn, every delayed job was delivered exactly
+// once, and the leader lock was taken over. Exit status 0 if all of it
+// held, 1 if not, 2 if the demo could not run (bad flags, no redis-server).
 //
 // Hidden flags, left out of -h:
 //
-//	--unsafe     owners skip the lock, for showing what the lock prevents:
-//	             updates get lost and the verdict fails. A plain INCR per
-//	             counter stands in for the fencing token.
-//	--worker N   internal: run as worker process N.
+//	--unsafe     nodes skip the locks, to show what they prevent: the
+//	             verdict fails. An INCR per lock stands in for the token.
+//	--node N     internal: run as node N (with --node-redis and so on).
 package main
 
 import (
@@ -49,16 +69,20 @@ const (
 )
 
 type config struct {
-	redisAddr string
-	procs     int
-	owners    int
-	counters  int
-	duration  time.Duration
-	hold      time.Duration
-	wait      time.Duration
-	unsafe    bool
+	nodes        int
+	duration     time.Duration
+	lease        time.Duration
+	kill         bool
+	redis        string // --redis: comma-separated addresses
+	redisCluster bool   // start a cluster of our own
+	accounts     int
+	jobs         int
+	unsafe       bool
 
-	worker int // > 0: run as this worker process
+	// Node processes only.
+	node        int    // >= 0: run as this node
+	nodeCluster bool   // the addresses in redis are a cluster's
+	seed        string // random seed prefix for ids (the run id)
 }
 
 // stdio is where a run reads and writes; main passes the process's own.
@@ -66,7 +90,7 @@ type stdio struct {
 	in  io.Reader
 	out io.Writer
 	err io.Writer
-	tty bool // out is a terminal: redraw the progress line in place
+	tty bool // out is a terminal: redraw the progress in place
 }
 
 func main() {
@@ -84,8 +108,8 @@ func run(ctx context.Context, args []string, std stdio) int {
 		return exitPass
 	case err != nil:
 		return exitSetup
-	case cfg.worker > 0:
-		return runWorker(ctx, cfg, std)
+	case cfg.node >= 0:
+		return runNode(ctx, cfg, std)
 	}
 	return runParent(ctx, cfg, std)
 }
@@ -105,19 +129,27 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var cfg config
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.redisAddr, "redis", "", "use the Redis at `ADDR` (default: start a redis-server of its own)")
-	fs.IntVar(&cfg.procs, "procs", 3, "processes contending, this one included")
-	fs.IntVar(&cfg.owners, "owners", 4, "lock owners per process")
-	fs.IntVar(&cfg.counters, "counters", 4, "shared counters, each with its own lock")
-	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long the owners contend")
-	fs.DurationVar(&cfg.hold, "hold", 200*time.Microsecond, "sleep between GET and SET, which widens the race window")
-	fs.DurationVar(&cfg.wait, "wait", 5*time.Second, "WaitTime of each acquisition")
-	fs.BoolVar(&cfg.unsafe, "unsafe", false, "skip the lock, for showing what the lock prevents")
-	fs.IntVar(&cfg.worker, "worker", 0, "internal: run as worker process `N`")
-	// Left out of the usage text; the package comment describes them.
-	hidden := map[string]bool{"unsafe": true, "worker": true}
+	fs.IntVar(&cfg.nodes, "nodes", 3, "node processes (2 to 16); the last one is the victim of --kill")
+	fs.DurationVar(&cfg.duration, "duration", 20*time.Second, "how long the workload runs")
+	fs.DurationVar(&cfg.lease, "lease", 3*time.Second, "watchdog lease of every lock: a dead node's locks are free after it")
+	fs.BoolVar(&cfg.kill, "kill", true, "SIGKILL the last node at half time (false: it releases the leader lock instead)")
+	fs.StringVar(&cfg.redis, "redis", "", "use the Redis at `ADDR` (several, comma-separated: a cluster's seed list) instead of starting one")
+	fs.BoolVar(&cfg.redisCluster, "redis-cluster", false, "start a 3-master Redis Cluster instead of a single redis-server")
+	fs.IntVar(&cfg.accounts, "accounts", 8, "bank accounts (2 to 64)")
+	fs.IntVar(&cfg.jobs, "jobs", 4, "fair-locked jobs (1 to 64)")
+	fs.BoolVar(&cfg.unsafe, "unsafe", false, "skip the locks, to show what they prevent")
+	fs.IntVar(&cfg.node, "node", -1, "internal: run as node `N`")
+	fs.BoolVar(&cfg.nodeCluster, "node-cluster", false, "internal: --redis is a cluster")
+	fs.StringVar(&cfg.seed, "node-run", "", "internal: run id")
+	hidden := map[string]bool{"unsafe": true, "node": true, "node-cluster": true, "node-run": true}
 	fs.Usage = func() { usage(fs, hidden) }
 	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected arguments: %q", fs.Args())
+		fmt.Fprintln(stderr, "demo:", err)
+		fs.Usage()
 		return cfg, err
 	}
 	if err := cfg.validate(); err != nil {
@@ -130,26 +162,53 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 
 func (c config) validate() error {
 	switch {
-	case c.procs < 1, c.owners < 1, c.counters < 1:
-		return errors.New("--procs, --owners and --counters must be at least 1")
+	case c.nodes < 2 || c.nodes > 16:
+		return errors.New("--nodes must be from 2 to 16")
 	case c.duration <= 0:
 		return errors.New("--duration must be positive")
-	case c.hold < 0, c.wait < 0:
-		return errors.New("--hold and --wait must not be negative")
+	case c.lease < 300*time.Millisecond:
+		return errors.New("--lease must be at least 300ms")
+	case c.accounts < 2 || c.accounts > 64:
+		return errors.New("--accounts must be from 2 to 64")
+	case c.jobs < 1 || c.jobs > 64:
+		return errors.New("--jobs must be from 1 to 64")
+	case c.redis != "" && c.redisCluster:
+		return errors.New("--redis and --redis-cluster exclude each other (--redis with a cluster node or seed list uses that cluster)")
+	case c.node >= c.nodes:
+		return errors.New("--node must be below --nodes")
+	}
+	for _, a := range splitAddrs(c.redis) {
+		if !strings.Contains(a, ":") {
+			return fmt.Errorf("--redis %q: want host:port", a)
+		}
 	}
 	return nil
 }
 
+func splitAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 func usage(fs *flag.FlagSet, hidden map[string]bool) {
 	w := fs.Output()
-	fmt.Fprintln(w, "Usage: demo [flags]\n\nOwners in several processes increment shared counters in Redis under actorlock's locks; the demo then checks that no update was lost.\n\nFlags:")
+	fmt.Fprintln(w, "Usage: demo [flags]\n\n"+
+		"Runs a cluster of actorlock nodes (processes talking over protoactor remote) on Redis:\n"+
+		"bank transfers under MultiLock, a fair-lock job runner over remote, readers and writers\n"+
+		"under a read-write lock, delayed jobs; kills a node at half time; then checks the\n"+
+		"invariants and prints a verdict (exit 0 pass, 1 fail, 2 could not run).\n\nFlags:")
 	fs.VisitAll(func(f *flag.Flag) {
 		if hidden[f.Name] {
 			return
 		}
 		arg, help := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  --%s %s\n    \t%s", f.Name, arg, help)
-		if !strings.Contains(help, "default") {
+		if !strings.Contains(help, "default") && f.DefValue != "" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(w)

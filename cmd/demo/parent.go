@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,206 +12,433 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
 )
 
-// workerGrace is how long workers get to stop once told to, before they are
-// killed.
-const workerGrace = 10 * time.Second
+// Bounds of the orchestrator's waits.
+const (
+	readyTimeout  = 30 * time.Second // nodes up and listening
+	stopTimeout   = 15 * time.Second // workloads stopped after "stop"
+	exitTimeout   = 20 * time.Second // nodes exited after "quit" (a runtime's Close may wait ~4 s for a dead peer)
+	deliverySlack = 3 * time.Second  // on top of the longest delay, for the last delayed jobs
+	takeoverSlack = 2 * time.Second  // on top of the lease, for the leader's takeover
+)
 
-// runParent runs the demo: Redis, workers, its own owners, progress, verdict.
+// runParent runs the demo: Redis, nodes, progress, verdict.
 func runParent(ctx context.Context, cfg config, std stdio) int {
 	ctx, stopSignals := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 	// After the first Ctrl-C, which stops the run cleanly, a second one
-	// kills at once.
+	// kills at once (and with the demo its nodes and Redis: they get
+	// SIGKILL when their parent dies).
 	defer context.AfterFunc(ctx, stopSignals)()
 
-	addr, stopRedis, err := redisFor(cfg)
+	be, err := redisFor(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(std.err, "demo:", err)
-		if errors.Is(err, redisserver.ErrNoBinary) {
+		if errors.Is(err, redisserver.ErrNoBinary) || errors.Is(err, redisserver.ErrNoCLI) {
 			fmt.Fprintln(std.err, "      or run the demo against a Redis you have: --redis HOST:PORT")
 		}
 		return exitSetup
 	}
-	defer stopRedis()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer be.stop()
+	rdb := newClient(be.addrs, be.cluster)
 	defer rdb.Close()
-	if err := resetCounters(ctx, rdb, cfg.counters); err != nil {
-		fmt.Fprintf(std.err, "demo: redis %s: %v\n", addr, err)
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err = seed(sctx, rdb, cfg)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(std.err, "demo: %s: %v\n", be, err)
 		return exitSetup
 	}
-	banner(std.out, cfg, addr)
-
-	t := newTally(cfg.counters)
-	ranFor := contend(ctx, cfg, addr, rdb, t, std)
-
-	// The verdict is wanted after a Ctrl-C too.
-	vctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-	defer cancel()
-	v, err := judge(vctx, rdb, t, ranFor)
-	if err != nil {
-		fmt.Fprintln(std.err, "demo:", err)
-		return exitFail
+	cfg.seed = runID()
+	fmt.Fprintf(std.out, "actorlock demo: %d nodes for %v, lease %v, kill %v, %s\n", cfg.nodes, cfg.duration, cfg.lease, cfg.kill, be)
+	if cfg.unsafe {
+		fmt.Fprintln(std.out, "--unsafe: nodes skip the locks, to show what they prevent; expect the verdict to fail")
 	}
-	v.print(std.out)
-	if !v.ok() {
-		return exitFail
-	}
-	return exitPass
+	r := &runner{cfg: cfg, std: std, be: be, rdb: rdb, agg: newAgg(cfg.nodes)}
+	return r.run(ctx)
 }
 
-// redisFor returns the address of the Redis to use, --redis or one of our
-// own, and how to stop ours. Ours runs in a process group of its own, so a
-// Ctrl-C stops the demo, not the Redis its verdict still has to read; it
-// fails with redisserver.ErrNoBinary (install instructions) when there is
-// no redis-server.
-func redisFor(cfg config) (addr string, stop func(), err error) {
-	if cfg.redisAddr != "" {
-		return cfg.redisAddr, func() {}, nil
-	}
-	srv, err := redisserver.Start()
-	if err != nil {
-		return "", nil, err
-	}
-	return srv.Addr, func() { _ = srv.Stop(); _ = srv.Close() }, nil
+func runID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
-// resetCounters starts the counters (and --unsafe's tickets) from zero, so
-// that each must end equal to its number of critical sections.
-func resetCounters(ctx context.Context, rdb redis.UniversalClient, counters int) error {
-	keys := make([]string, 0, 2*counters)
-	for c := range counters {
-		keys = append(keys, counterKey(c), ticketKey(c))
-	}
-	return rdb.Del(ctx, keys...).Err()
+type runner struct {
+	cfg   config
+	std   stdio
+	be    backend
+	rdb   redis.UniversalClient
+	agg   *agg
+	procs []*nodeProc
+
+	workStart, workEnd time.Time
+	interrupted        bool
 }
 
-// contend runs the workers and this process's owners for cfg.duration or
-// until ctx ends, with the progress line, and returns how long they ran.
-// Whatever breaks is noted in t.
-func contend(ctx context.Context, cfg config, addr string, rdb *redis.Client, t *tally, std stdio) time.Duration {
-	start := time.Now()
-	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
-	defer cancel()
-	workers := startWorkers(cfg, addr, t, std.err)
-	// The progress line outlives a Ctrl-C, to show the workers' last reports.
-	progressCtx, stopProgress := context.WithCancel(context.WithoutCancel(ctx))
-	progressDone := showProgress(progressCtx, std, cfg, t, start)
+// nodeProc is a node process seen from the orchestrator.
+type nodeProc struct {
+	i   int
+	cmd *exec.Cmd
 
-	runLocal(runCtx, cfg, rdb, t)
-	ranFor := time.Since(start)
-	stopWorkers(ctx, workers, t)
-	stopProgress()
-	<-progressDone
-	return ranFor
+	mu       sync.Mutex
+	stdin    io.WriteCloser
+	closed   bool // stdin closed
+	killed   bool // by us, on purpose
+	quitting bool // told to quit
+
+	exited  chan struct{} // closed once it exited and its output was read
+	waitErr error
 }
 
-// runLocal runs this process's owners, as process 0, until ctx ends.
-func runLocal(ctx context.Context, cfg config, rdb *redis.Client, t *tally) {
-	rt, err := actorlock.New(rdb)
-	if err != nil {
-		t.fail(err)
+func (p *nodeProc) tell(c command) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
 		return
 	}
-	if err := runOwners(ctx, cfg, 0, rt, rdb, t); err != nil {
-		t.fail(err)
-	}
-	if err := closeRuntime(ctx, rt); err != nil {
-		t.fail(fmt.Errorf("process 0: close: %w", err))
+	b, _ := json.Marshal(c)
+	_, _ = p.stdin.Write(append(b, '\n')) // a dead node's pipe fails; its exit says more
+}
+
+func (p *nodeProc) quit() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.quitting = true
+	if !p.closed {
+		p.closed = true
+		_ = p.stdin.Close()
 	}
 }
 
-// worker is a worker process seen from the parent.
-type worker struct {
-	proc    int
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	drained chan struct{} // closed once its stdout is read to the end
+func (p *nodeProc) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
-// startWorkers starts processes 1 to cfg.procs-1; those that fail to start
-// are noted in t.
-func startWorkers(cfg config, addr string, t *tally, stderr io.Writer) []*worker {
-	var ws []*worker
-	for proc := 1; proc < cfg.procs; proc++ {
-		w, err := startWorker(cfg, proc, addr, t, stderr)
+func (p *nodeProc) isKilled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
+}
+
+func (r *runner) run(ctx context.Context) int {
+	defer r.reap()
+	if err := r.startNodes(); err != nil {
+		fmt.Fprintln(r.std.err, "demo: start nodes:", err)
+		return exitSetup
+	}
+	if !r.waitReady(ctx) {
+		if ctx.Err() != nil {
+			fmt.Fprintln(r.std.out, "interrupted before the nodes were ready")
+			return exitFail
+		}
+		fmt.Fprintf(r.std.err, "demo: the nodes were not ready within %v\n", readyTimeout)
+		r.printErrors()
+		return exitSetup
+	}
+	peers := make([]string, r.cfg.nodes)
+	r.agg.mu.Lock()
+	for i, n := range r.agg.nodes {
+		peers[i] = n.addr
+		role := ""
+		if i == r.agg.victim {
+			role = "  (holds " + leaderLock + "; "
+			if r.cfg.kill {
+				role += "SIGKILLed at half time)"
+			} else {
+				role += "releases it at half time)"
+			}
+		}
+		fmt.Fprintf(r.std.out, "node %d: pid %d, remote %s%s\n", i, n.pid, n.addr, role)
+	}
+	r.agg.mu.Unlock()
+
+	r.workStart = time.Now()
+	for _, p := range r.procs {
+		p.tell(command{Cmd: "peers", Peers: peers})
+	}
+	prog := r.startProgress()
+	r.work(ctx)
+	r.stopWork()
+	r.workEnd = time.Now()
+	r.awaitDeliveries()
+	r.quitNodes()
+	prog.stop()
+	return r.verdict()
+}
+
+// startNodes starts the node processes: this program, re-executed.
+func (r *runner) startNodes() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for i := range r.cfg.nodes {
+		args := []string{
+			"--node", strconv.Itoa(i), "--nodes", strconv.Itoa(r.cfg.nodes),
+			"--redis", joinAddrs(r.be.addrs), "--node-cluster=" + strconv.FormatBool(r.be.cluster),
+			"--lease", r.cfg.lease.String(), "--kill=" + strconv.FormatBool(r.cfg.kill),
+			"--accounts", strconv.Itoa(r.cfg.accounts), "--jobs", strconv.Itoa(r.cfg.jobs),
+			"--unsafe=" + strconv.FormatBool(r.cfg.unsafe), "--node-run", r.cfg.seed,
+		}
+		cmd := exec.Command(exe, args...)
+		cmd.SysProcAttr = nodeProcAttr()
+		cmd.Stderr = r.std.err
+		stdin, err := cmd.StdinPipe()
 		if err != nil {
-			t.fail(fmt.Errorf("process %d: %w", proc, err))
-			continue
+			return err
 		}
-		ws = append(ws, w)
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		p := &nodeProc{i: i, cmd: cmd, stdin: stdin, exited: make(chan struct{})}
+		r.procs = append(r.procs, p)
+		go r.collect(p, stdout)
 	}
-	return ws
+	return nil
 }
 
-func startWorker(cfg config, proc int, addr string, t *tally, stderr io.Writer) (*worker, error) {
-	cmd, err := workerCmd(cfg, proc, addr)
-	if err != nil {
-		return nil, err
+func joinAddrs(addrs []string) string {
+	s := ""
+	for i, a := range addrs {
+		if i > 0 {
+			s += ","
+		}
+		s += a
 	}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	w := &worker{proc: proc, cmd: cmd, stdin: stdin, drained: make(chan struct{})}
-	go w.collect(stdout, t)
-	return w, nil
+	return s
 }
 
-// collect merges the worker's reports into t until its stdout ends.
-func (w *worker) collect(stdout io.Reader, t *tally) {
-	defer close(w.drained)
+// collect applies node p's events until its stdout ends, then reaps it.
+func (r *runner) collect(p *nodeProc, stdout io.Reader) {
 	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
-		var r report
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.fail(fmt.Errorf("process %d: bad report: %w", w.proc, err))
+		var ev event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			r.agg.fail("node %d: bad event %q: %v", p.i, sc.Text(), err)
 			continue
 		}
-		t.merge(r)
+		r.agg.apply(p.i, ev)
 	}
 	if err := sc.Err(); err != nil {
-		t.fail(fmt.Errorf("process %d: reading reports: %w", w.proc, err))
+		r.agg.fail("node %d: reading events: %v", p.i, err)
 	}
-	_, _ = io.Copy(io.Discard, stdout) // let it exit even if we stopped reading
+	_, _ = io.Copy(io.Discard, stdout)
+	p.waitErr = p.cmd.Wait()
+	close(p.exited)
+	p.mu.Lock()
+	expected := p.killed || p.quitting
+	p.mu.Unlock()
+	if !expected {
+		r.agg.fail("node %d exited on its own: %v", p.i, p.waitErr)
+		r.markDead(p.i) // the others must not wait for it
+	} else if p.waitErr != nil && !p.isKilled() {
+		r.agg.fail("node %d: %v", p.i, p.waitErr)
+	}
+	r.agg.mu.Lock()
+	r.agg.poke()
+	r.agg.mu.Unlock()
 }
 
-// stopWorkers tells every worker to stop, waits for their last reports and
-// kills those that take longer than workerGrace.
-func stopWorkers(ctx context.Context, ws []*worker, t *tally) {
-	for _, w := range ws {
-		_ = w.stdin.Close()
-	}
-	// One deadline for all: they stop in parallel.
-	grace, cancel := context.WithTimeout(context.WithoutCancel(ctx), workerGrace)
-	defer cancel()
-	for _, w := range ws {
+// waitFor waits until cond (called with agg.mu held) holds, or timeout, or
+// ctx ends; it reports whether cond held.
+func (r *runner) waitFor(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		r.agg.mu.Lock()
+		ok, changed := cond(), r.agg.changed
+		r.agg.mu.Unlock()
+		if ok {
+			return true
+		}
 		select {
-		case <-w.drained:
-		case <-grace.Done():
-			t.fail(fmt.Errorf("process %d did not stop within %v; killed", w.proc, workerGrace))
-			_ = w.cmd.Process.Kill()
-			<-w.drained
+		case <-changed:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
 		}
-		if err := w.cmd.Wait(); err != nil {
-			t.fail(fmt.Errorf("process %d: %w", w.proc, err))
+	}
+}
+
+func (r *runner) waitReady(ctx context.Context) bool {
+	return r.waitFor(ctx, readyTimeout, func() bool {
+		for i, n := range r.agg.nodes {
+			if !n.ready || r.procs[i].hasExited() {
+				return false
+			}
 		}
+		return true
+	}) && !r.anyExited()
+}
+
+func (r *runner) anyExited() bool {
+	for _, p := range r.procs {
+		if p.hasExited() {
+			return true
+		}
+	}
+	return false
+}
+
+// work runs the workload for the duration (or until Ctrl-C), killing the
+// victim at half time, and waits for the leader's takeover.
+func (r *runner) work(ctx context.Context) {
+	half := time.NewTimer(r.cfg.duration / 2)
+	defer half.Stop()
+	end := time.NewTimer(r.cfg.duration)
+	defer end.Stop()
+	var event int64 // kill or abdication
+loop:
+	for {
+		select {
+		case <-half.C:
+			event = r.halfTime()
+		case <-end.C:
+			break loop
+		case <-ctx.Done():
+			r.interrupted = true
+			return
+		}
+	}
+	if event == 0 || r.cfg.unsafe {
+		return
+	}
+	// The run is over, but the takeover may still be under way: it needs
+	// up to a lease after the kill.
+	deadline := time.Until(time.Unix(0, event).Add(r.cfg.lease + takeoverSlack))
+	if !r.waitFor(ctx, max(deadline, 0), func() bool { return r.agg.takeoverAt != 0 }) && ctx.Err() != nil {
+		r.interrupted = true
+	}
+}
+
+// halfTime kills the victim (or has it abdicate); it returns when.
+func (r *runner) halfTime() int64 {
+	v := r.procs[r.agg.victim]
+	if !r.cfg.kill {
+		now := time.Now().UnixNano()
+		r.agg.mu.Lock()
+		r.agg.abdicatedAt = now
+		r.agg.mu.Unlock()
+		v.tell(command{Cmd: "abdicate"})
+		return now
+	}
+	v.mu.Lock()
+	v.killed = true
+	v.mu.Unlock()
+	err := v.cmd.Process.Signal(syscall.SIGKILL)
+	now := time.Now().UnixNano()
+	if err != nil {
+		r.agg.fail("kill node %d: %v", v.i, err)
+		return 0
+	}
+	r.agg.mu.Lock()
+	r.agg.killAt = now
+	r.agg.poke()
+	r.agg.mu.Unlock()
+	r.markDead(v.i)
+	return now
+}
+
+// markDead tells every other node that node i is gone.
+func (r *runner) markDead(i int) {
+	for _, p := range r.procs {
+		if p.i != i {
+			p.tell(command{Cmd: "dead", Node: i})
+		}
+	}
+}
+
+// live are the nodes neither killed nor exited.
+func (r *runner) live() []*nodeProc {
+	var out []*nodeProc
+	for _, p := range r.procs {
+		if !p.isKilled() && !p.hasExited() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stopWork stops the workloads and waits until they have.
+func (r *runner) stopWork() {
+	live := r.live()
+	for _, p := range live {
+		p.tell(command{Cmd: "stop"})
+	}
+	ok := r.waitFor(context.Background(), stopTimeout, func() bool {
+		for _, p := range live {
+			if !r.agg.nodes[p.i].stopped && !p.hasExited() {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		r.agg.fail("the workload did not stop within %v", stopTimeout)
+	}
+}
+
+// awaitDeliveries waits until every offered delayed job is delivered, or
+// until the longest delay and some slack have passed.
+func (r *runner) awaitDeliveries() {
+	r.waitFor(context.Background(), maxDelay+deliverySlack, func() bool { return r.agg.pendingDeliveries() == 0 })
+}
+
+// quitNodes tells the nodes to exit and waits; those that do not are killed.
+func (r *runner) quitNodes() {
+	for _, p := range r.procs {
+		p.quit()
+	}
+	deadline := time.NewTimer(exitTimeout)
+	defer deadline.Stop()
+	for _, p := range r.procs {
+		select {
+		case <-p.exited:
+		case <-deadline.C:
+			r.agg.fail("node %d did not exit within %v; killed", p.i, exitTimeout)
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+}
+
+// reap kills and waits for every node still running: nothing is left
+// behind, whatever happened.
+func (r *runner) reap() {
+	for _, p := range r.procs {
+		p.quit()
+		if !p.hasExited() {
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+		}
+	}
+}
+
+func (r *runner) printErrors() {
+	r.agg.mu.Lock()
+	defer r.agg.mu.Unlock()
+	for _, e := range r.agg.errs {
+		fmt.Fprintln(r.std.err, "  error:", e)
 	}
 }
