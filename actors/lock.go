@@ -54,8 +54,9 @@ type lockActor struct {
 	handoffs int                  // consecutive local hand-offs (reentrant lock)
 	gens     uint64               // renewal registrations made
 
-	headReady  bool  // the contender should try
-	contended  bool  // a waiter met another owner: wake-ups come by pub/sub
+	headReady  bool   // the contender should try
+	wakes      uint64 // unlock messages and (re)subscriptions so far: see attempted
+	contended  bool   // a waiter met another owner: wake-ups come by pub/sub
 	subscribed Topic // zero: none
 	live       bool  // the subscription is confirmed
 	yieldUntil time.Time
@@ -201,6 +202,7 @@ type op struct {
 	ifCount   int64    // undo: release only if the count is this
 	requestID string   // release, undo: unlock latch id
 	seen      int64    // attempt: the owner's count when it started
+	wakes     uint64   // attempt: lockActor.wakes when it started
 	fromQueue bool     // attempt: req is a queued waiter
 	giveUpAt  time.Time
 	onRelease func(ReleaseResult)
@@ -323,8 +325,10 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *Subscribed:
 		a.live = m.Topic == a.subscribed
 		a.headReady = true
+		a.wakes++
 	case *Published:
 		a.headReady = true
+		a.wakes++
 	case *Renewed:
 		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
 			h.extend(m.SentAt.Add(a.env.Watchdog - drift(a.env.Watchdog)))
@@ -624,6 +628,7 @@ func (a *lockActor) start(ctx actor.Context, o *op) {
 		if h != nil {
 			o.seen = h.counted(r.write())
 		}
+		o.wakes = a.wakes
 		r.inflight = true
 		a.inflight = o
 		attempt := a.acquireCall(r, o.seen)
@@ -872,7 +877,10 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 	// The head waits until something suggests it may succeed: an unlock
 	// message, or the holder's lease (the fair lock: the turn of those
 	// ahead) running out, which also bounds what a missed message costs.
-	a.headReady = false
+	// An unlock message that came while the attempt was in flight may
+	// tell of an unlock the attempt ran before: it must not be lost, or
+	// the head waits out the holder's TTL for a free lock.
+	a.headReady = a.wakes != d.op.wakes
 	a.contended = true
 	a.armRetry(g.HolderTTL)
 }
