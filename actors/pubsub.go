@@ -41,9 +41,6 @@ type Published struct {
 // Router events from the connection goroutines.
 type (
 	psConfirmed struct{ topic Topic }
-	// psUnsubscribed: Redis answered one of our unsubscriptions of topic
-	// (or the connection carrying it was closed).
-	psUnsubscribed struct{ topic Topic }
 	psMessage   struct {
 		topic   Topic
 		payload string
@@ -74,20 +71,6 @@ type router struct {
 	env    *Env
 	topics map[Topic]*topicSubs
 	conn   subscriptions
-	// unsubscribing counts our unsubscriptions Redis has not answered yet,
-	// by topic. Replies come in order, so while one is outstanding a
-	// subscription confirmation of the topic answers a subscription made
-	// before it: it must not make a newer subscriber live, or that
-	// subscriber would check the lock and then miss the unlock message
-	// published before Redis re-subscribes (a wake-up lost until the
-	// holder's TTL runs out). An answer that never comes (its connection
-	// failed) holds confirmations back for a call timeout at most.
-	unsubscribing map[Topic]*pendingUnsub
-}
-
-type pendingUnsub struct {
-	n     int
-	since time.Time // the latest
 }
 
 type topicSubs struct {
@@ -100,7 +83,7 @@ type subscriber struct {
 }
 
 func newRouter(env *Env) *router {
-	return &router{env: env, topics: map[Topic]*topicSubs{}, unsubscribing: map[Topic]*pendingUnsub{}}
+	return &router{env: env, topics: map[Topic]*topicSubs{}}
 }
 
 func (r *router) Receive(ctx actor.Context) {
@@ -126,25 +109,18 @@ func (r *router) Receive(ctx actor.Context) {
 		r.unsubscribe(m)
 	case *statsQuery:
 		m.reply <- len(r.topics)
-	case *psUnsubscribed:
-		if p := r.unsubscribing[m.topic]; p != nil {
-			if p.n--; p.n == 0 {
-				delete(r.unsubscribing, m.topic)
-			}
-		}
 	case *psConfirmed:
-		if p := r.unsubscribing[m.topic]; p != nil {
-			if time.Since(p.since) < r.env.CallTimeout {
-				return // stale: see unsubscribing
-			}
-			delete(r.unsubscribing, m.topic)
-		}
+		// Every subscriber is told, even one already live: a confirmation
+		// can answer a SUBSCRIBE made before an UNSUBSCRIBE of the topic,
+		// making subscribers live while the connection is, for a moment,
+		// not subscribed; an unlock published then is missed, and only
+		// the confirmation of the latest SUBSCRIBE, which comes later,
+		// can tell them to re-check. Confirmations only answer our own
+		// (re)subscriptions, so this costs a re-check now and then.
 		if ts := r.topics[m.topic]; ts != nil {
 			for _, s := range ts.subs {
-				if !s.live {
-					s.live = true
-					r.env.System.Root.Send(s.pid, &Subscribed{Topic: m.topic})
-				}
+				s.live = true
+				r.env.System.Root.Send(s.pid, &Subscribed{Topic: m.topic})
 			}
 		}
 	case *psMessage:
@@ -162,19 +138,15 @@ func (r *router) Receive(ctx actor.Context) {
 				s.live = false
 			}
 		}
-		// A new connection carries only what is wanted now: the answers
-		// to earlier unsubscriptions will not come.
 		if m.topics == nil {
 			for _, ts := range r.topics {
 				reset(ts)
 			}
-			clear(r.unsubscribing)
 		}
 		for _, t := range m.topics {
 			if ts := r.topics[t]; ts != nil {
 				reset(ts)
 			}
-			delete(r.unsubscribing, t)
 		}
 	}
 }
@@ -209,13 +181,6 @@ func (r *router) unsubscribe(m *Unsubscribe) {
 	delete(ts.subs, pidKey(m.Subscriber))
 	if len(ts.subs) == 0 {
 		delete(r.topics, m.Topic)
-		p := r.unsubscribing[m.Topic]
-		if p == nil {
-			p = &pendingUnsub{}
-			r.unsubscribing[m.Topic] = p
-		}
-		p.n++
-		p.since = time.Now()
 		r.conn.enqueue(psOp{topic: m.Topic})
 	}
 }
@@ -294,11 +259,8 @@ func healthyReceive(ps *redis.PubSub, ping func()) (any, error) {
 func routerEvent(msg any) any {
 	switch m := msg.(type) {
 	case *redis.Subscription:
-		switch m.Kind {
-		case "subscribe", "ssubscribe":
+		if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
 			return &psConfirmed{topic: Topic(m.Channel)}
-		case "unsubscribe":
-			return &psUnsubscribed{topic: Topic(m.Channel)}
 		}
 	case *redis.Message:
 		return &psMessage{topic: Topic(m.Channel), payload: m.Payload}

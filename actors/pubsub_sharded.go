@@ -124,8 +124,6 @@ func (c *shardedConn) apply(op shardOp) {
 			c.homeless[op.topic] = struct{}{}
 			c.cc.ReloadState(context.Background())
 			c.emit(&psReset{reason: fmt.Errorf("redis moved the slot of %s", op.topic), topics: []Topic{op.topic}})
-		} else {
-			c.emit(&psUnsubscribed{topic: op.topic}) // ours, answered
 		}
 	case op.ping:
 		if c.shards[op.shard.addr] == op.shard {
@@ -139,23 +137,18 @@ func (c *shardedConn) apply(op shardOp) {
 		}
 	default:
 		delete(c.homeless, op.topic)
-		sh := c.home[op.topic]
-		if sh == nil {
-			c.emit(&psUnsubscribed{topic: op.topic}) // nothing was sent to Redis
-			return
+		if sh := c.home[op.topic]; sh != nil {
+			c.unhome(op.topic)
+			if len(sh.topics) == 0 {
+				delete(c.shards, sh.addr)
+				c.closeShard(sh)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), c.env.CallTimeout)
+			// A failure surfaces in the shard's reader, which re-homes the rest.
+			_ = sh.ps.SUnsubscribe(ctx, string(op.topic))
+			cancel()
 		}
-		c.unhome(op.topic)
-		if len(sh.topics) == 0 {
-			// Its reader drops whatever still arrives.
-			delete(c.shards, sh.addr)
-			c.closeShard(sh)
-			c.emit(&psUnsubscribed{topic: op.topic})
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), c.env.CallTimeout)
-		// A failure surfaces in the shard's reader, which re-homes the rest.
-		_ = sh.ps.SUnsubscribe(ctx, string(op.topic))
-		cancel()
 	}
 }
 

@@ -304,50 +304,52 @@ func TestMissedUnlockMessageCostsAtMostTheTTL(t *testing.T) {
 // fix: about one in 1,000 acquisitions).
 func TestNoWakeUpIsLostWhileAnAttemptIsInFlight(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	const lease = 10 * time.Second
-	var rts []*actorlock.Runtime
-	for range 3 {
-		rts = append(rts, newRuntime(t, client(t, srv.Addr), actorlock.WithWatchdog(lease)))
-	}
-	ctx := ctxFor(t, time.Minute)
-	var mu sync.Mutex
-	var waits []time.Duration
-	stop := time.Now().Add(6 * time.Second)
-	var wg sync.WaitGroup
-	for _, rt := range rts {
-		for range 4 {
-			wg.Go(func() {
-				locks := make([]*actorlock.Lock, 8)
-				for i := range locks {
-					locks[i] = rt.Lock("inflight:" + strconv.Itoa(i))
-				}
-				for time.Now().Before(stop) {
-					a, b := rand.IntN(8), rand.IntN(7)
-					if b >= a {
-						b++
-					}
-					asked := time.Now()
-					g, err := actorlock.MultiLock(locks[a], locks[b]).Acquire(ctx, actorlock.WaitTime(2*lease))
-					if !assert.NoError(t, err) {
-						return
-					}
-					waited := time.Since(asked)
-					time.Sleep(500 * time.Microsecond)
-					assert.NoError(t, g.Unlock(ctx))
-					mu.Lock()
-					waits = append(waits, waited)
-					mu.Unlock()
-				}
-			})
+	eachDeployment(t, func(t *testing.T, d *deployment) {
+		const lease = 10 * time.Second
+		var rts []*actorlock.Runtime
+		for range 3 {
+			_, rt := d.setup(t, actorlock.WithWatchdog(lease))
+			rts = append(rts, rt)
 		}
-	}
-	wg.Wait()
-	require.NotEmpty(t, waits)
-	slices.Sort(waits)
-	p := func(q float64) time.Duration { return waits[int(q*float64(len(waits)-1))] }
-	t.Logf("%d acquisitions; wait p50 %v p99 %v max %v", len(waits), p(0.5), p(0.99), waits[len(waits)-1])
-	// Queues of up to 12 owners on 2 CPUs: a fair wait is well under a
-	// second; a lost wake-up costs most of the 10 s lease.
-	assert.Less(t, waits[len(waits)-1], 3*time.Second, "a waiter slept through an unlock")
+		ctx := ctxFor(t, time.Minute)
+		var mu sync.Mutex
+		var waits []time.Duration
+		stop := time.Now().Add(6 * time.Second)
+		var wg sync.WaitGroup
+		for _, rt := range rts {
+			for range 4 {
+				wg.Go(func() {
+					locks := make([]*actorlock.Lock, 8)
+					for i := range locks {
+						locks[i] = rt.Lock("inflight:" + strconv.Itoa(i))
+					}
+					for time.Now().Before(stop) {
+						a, b := rand.IntN(8), rand.IntN(7)
+						if b >= a {
+							b++
+						}
+						asked := time.Now()
+						g, err := actorlock.MultiLock(locks[a], locks[b]).Acquire(ctx, actorlock.WaitTime(2*lease))
+						if !assert.NoError(t, err) {
+							return
+						}
+						waited := time.Since(asked)
+						time.Sleep(500 * time.Microsecond)
+						assert.NoError(t, g.Unlock(ctx))
+						mu.Lock()
+						waits = append(waits, waited)
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		require.NotEmpty(t, waits)
+		slices.Sort(waits)
+		p := func(q float64) time.Duration { return waits[int(q*float64(len(waits)-1))] }
+		t.Logf("%d acquisitions; wait p50 %v p99 %v max %v", len(waits), p(0.5), p(0.99), waits[len(waits)-1])
+		// Queues of up to 12 owners on 2 CPUs: a fair wait is well under a
+		// second; a lost wake-up costs most of the 10 s lease.
+		assert.Less(t, waits[len(waits)-1], 3*time.Second, "a waiter slept through an unlock")
+	})
 }
