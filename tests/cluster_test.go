@@ -39,7 +39,7 @@ func mastersOf(t *testing.T, ctx context.Context, cc *redis.ClusterClient, names
 func TestClusterHoldsAndRenewsAThousandNames(t *testing.T) {
 	t.Parallel()
 	d := startDeployment(t, "cluster")
-	const lease = time.Second
+	const lease = 2 * time.Second
 	rdb, rt := d.setup(t, actorlock.WithWatchdog(lease))
 	cc := rdb.(*redis.ClusterClient)
 	ctx := ctxFor(t, 60*time.Second)

@@ -173,10 +173,12 @@ func TestSentinelFailoverClientsServeEveryPrimitive(t *testing.T) {
 		addr, err := sc.GetMasterAddrByName(ctx, "locks").Result()
 		return err == nil && addr[1] == strconv.Itoa(replica.Port)
 	}, 20*time.Second, 100*time.Millisecond, "Sentinel promotes the replica")
+	promoted := time.Now()
 	require.Eventually(t, func() bool {
 		n, err := client(t, replica.Addr).PubSubNumSub(ctx, "redisson_lock__channel:{across}").Result()
 		return err == nil && n["redisson_lock__channel:{across}"] == 1
 	}, 10*time.Second, 20*time.Millisecond, "the waiter re-subscribed on the promoted master")
+	t.Logf("re-subscribed on the promoted master %v after Sentinel named it", time.Since(promoted))
 
 	select {
 	case err := <-woken:
