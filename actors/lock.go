@@ -57,8 +57,8 @@ type lockActor struct {
 	headReady  bool   // the contender should try
 	wakes      uint64 // unlock messages and (re)subscriptions so far: see attempted
 	contended  bool   // a waiter met another owner: wake-ups come by pub/sub
-	subscribed Topic // zero: none
-	live       bool  // the subscription is confirmed
+	subscribed Topic  // zero: none
+	live       bool   // the subscription is confirmed
 	yieldUntil time.Time
 	retry      deadline // the contender's next try without a message
 	validity   deadline // the earliest validity deadline of the holds
