@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -281,20 +282,35 @@ func startRemote(sys *actor.ActorSystem, rc RemoteConfig) (r *remote.Remote, err
 // is stopped hard.
 const remoteDrainTime = time.Second
 
+// remoteShutdowner is the part of *remote.Remote that stopRemote uses.
+type remoteShutdowner interface{ Shutdown(graceful bool) }
+
 // stopRemote stops r, gracefully for up to remoteDrainTime (or ctx), then
 // hard; it returns once protoactor's endpoints and gRPC server are down,
 // or with an error when ctx ends first.
-func stopRemote(ctx context.Context, r *remote.Remote) error {
+func stopRemote(ctx context.Context, r remoteShutdowner) error {
 	done := make(chan struct{})
+	var panicErr error
 	go func() {
 		defer close(done)
+		defer func() {
+			if p := recover(); p != nil {
+				// The endpoint actors were stopped before the panic could
+				// happen; what the graceful path skipped is telling the
+				// remaining peers and draining their streams. Cut them.
+				r.Shutdown(false)
+				if !isShutdownRace(p) {
+					panicErr = fmt.Errorf("actorlock: close: stopping remote: panic: %v", p)
+				}
+			}
+		}()
 		r.Shutdown(true)
 	}()
 	bound := time.NewTimer(remoteDrainTime)
 	defer bound.Stop()
 	select {
 	case <-done:
-		return nil
+		return panicErr
 	case <-bound.C:
 	case <-ctx.Done():
 	}
@@ -302,10 +318,21 @@ func stopRemote(ctx context.Context, r *remote.Remote) error {
 	r.Shutdown(false)
 	select {
 	case <-done:
-		return nil
+		return panicErr
 	case <-ctx.Done():
 		return fmt.Errorf("actorlock: close: stopping remote: %w", context.Cause(ctx))
 	}
+}
+
+// isShutdownRace tells the panic of a protoactor remote race from others:
+// a graceful Shutdown sends a disconnect notice on each inbound stream's
+// channel, which the stream's reader closes when the stream ends (a peer
+// leaving, or killed) a moment before removing it from the set Shutdown
+// ranges over. A stream ending in that moment panics Shutdown with a send
+// on a closed channel; nothing is corrupted, the peer is already gone.
+func isShutdownRace(p any) bool {
+	err, ok := p.(runtime.Error)
+	return ok && err.Error() == "send on closed channel"
 }
 
 // RemoteAddress is the address actors of other processes reach the runtime
