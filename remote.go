@@ -37,9 +37,9 @@ type RemoteConfig struct {
 	// then required: peers need an address to reach this node at.
 	AllInterfaces bool
 	// AdvertisedAddr is the host:port peers reach this node at, when it
-	// differs from Addr (a container, a NAT). It is the address in the
-	// node's PIDs, so it must name Addr's port (Addr's port must then not
-	// be 0). Default: the address listened on.
+	// differs from Addr (a container, a NAT, a proxy). It is the address in
+	// the node's PIDs, so it must lead to Addr, whose port must then be
+	// fixed, not 0. Default: the address listened on.
 	AdvertisedAddr string
 	// TLS, if set, encrypts the transport and authenticates both ends with
 	// certificates. Default: plaintext, which any process that can reach

@@ -126,8 +126,8 @@ func TestRemoteOwnerFrozenLosesItsLockAfterTheLease(t *testing.T) {
 	time.Sleep(lease) // a few renewals
 	assertHolder(t, rdb, "remote-freeze", g.owner)
 
-	// SIGSTOP stands in for a network cut: the process is gone for the
-	// node, but its TCP connections stay open, so no Terminated comes.
+	// Frozen, the process is gone for the node, but its TCP connections
+	// stay open, so no Terminated comes.
 	require.NoError(t, w.cmd.Process.Signal(sigStop))
 	frozen := time.Now()
 	t.Cleanup(func() { _ = w.cmd.Process.Signal(sigCont) })
@@ -142,6 +142,46 @@ func TestRemoteOwnerFrozenLosesItsLockAfterTheLease(t *testing.T) {
 	// Running again, it hears that it lost the lock.
 	require.NoError(t, w.cmd.Process.Signal(sigCont))
 	assert.Contains(t, w.expect(t, "LOST ", 3*time.Second), "no RenewRequest")
+}
+
+func TestRemoteOwnerBehindACutNetworkLosesItsLockAfterTheLease(t *testing.T) {
+	// Both directions run through proxies that the test cuts: the owner's
+	// requests reach the runtime at the address it advertises, a proxy in
+	// front of it; the runtime answers the owner's node at the address that
+	// node advertises, a proxy in front of it.
+	const lease = 2 * time.Second
+	port, err := redisserver.FreePort()
+	require.NoError(t, err)
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	toRuntime := startCutProxy(t, listen)
+	srv, rdb, rt := setup(t, actorlock.WithWatchdog(lease),
+		actorlock.WithRemote(actorlock.RemoteConfig{Addr: listen, AdvertisedAddr: toRuntime.Addr()}))
+	require.Equal(t, toRuntime.Addr(), rt.RemoteAddress())
+	ownerPort, err := redisserver.FreePort()
+	require.NoError(t, err)
+	toOwner := startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ownerPort)))
+	w := spawn(t, "remote-owner", remoteEnv(srv, rt, map[string]string{
+		"LOCK_NAME": "remote-cut", "NODE_PORT": strconv.Itoa(ownerPort), "NODE_ADVERTISED": toOwner.Addr()}))
+	require.Equal(t, toOwner.Addr(), w.expect(t, "NODE ", 10*time.Second))
+	g := acquired(t, w)
+	time.Sleep(lease + lease/6) // renewals through the proxies; cut between two
+	assertHolder(t, rdb, "remote-cut", g.owner)
+
+	toRuntime.Cut()
+	toOwner.Cut()
+	cut := time.Now()
+	freed := waitFree(t, rdb, "remote-cut", lease+3*time.Second)
+	elapsed := freed.Sub(cut)
+	t.Logf("a remote owner cut off by the network lost its lock %v after the cut (lease %v)", elapsed, lease)
+	// As for a frozen owner: its last renewal came at most lease/3 before.
+	assert.GreaterOrEqual(t, elapsed, lease*2/3-100*time.Millisecond)
+	assert.LessOrEqual(t, elapsed, lease+time.Second)
+	// The owner runs on, renewing into the cut; nothing told it.
+	select {
+	case line := <-w.lines:
+		assert.NotContains(t, line, "LOST", "nothing crosses the cut")
+	default:
+	}
 }
 
 func TestRemoteOwnerThatSendsNoRenewalsIsReleasedAfterTheLease(t *testing.T) {

@@ -40,8 +40,9 @@ func say(format string, args ...any) {
 	fmt.Printf(format+"\n", args...)
 }
 
-// remoteNode starts an actor system with remote on 127.0.0.1 (a free port)
-// and returns it with the PID of the test's runtime (SERVER_ADDR,
+// remoteNode starts an actor system with remote on 127.0.0.1, a free port
+// (NODE_PORT: that one; NODE_ADVERTISED: the address it advertises) and
+// returns it with the PID of the test's runtime (SERVER_ADDR,
 // SERVER_NAME). TLS: TLS_CA, TLS_CERT and TLS_KEY name PEM files for mutual
 // TLS; TLS_NOCERT=1 dials with TLS but presents no certificate.
 func remoteNode() (*actor.ActorSystem, *actor.PID, error) {
@@ -78,7 +79,11 @@ func remoteNode() (*actor.ActorSystem, *actor.PID, error) {
 			return nil, nil, err
 		}
 	}
-	remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, opts...)).Start()
+	port := envInt("NODE_PORT")
+	if adv := os.Getenv("NODE_ADVERTISED"); adv != "" {
+		opts = append(opts, remote.WithAdvertisedHost(adv))
+	}
+	remote.NewRemote(sys, remote.Configure("127.0.0.1", port, opts...)).Start()
 	name := os.Getenv("SERVER_NAME")
 	if name == "" {
 		name = actorlock.DefaultRemoteName

@@ -47,7 +47,7 @@ func StartCluster(n int) (*Cluster, error) {
 	for range n {
 		// The cluster bus port defaults to port+10000, which may be taken or
 		// beyond 65535 for an ephemeral port: pick it explicitly.
-		bus, err := freePort()
+		bus, err := FreePort()
 		if err != nil {
 			return fail(err)
 		}

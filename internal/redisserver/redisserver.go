@@ -77,7 +77,7 @@ func start(prefix string, certs func(dir string) (*Certs, error), extra []string
 	// The port is free when picked but could be taken before redis binds
 	// it: try a few.
 	for range 5 {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, err
@@ -119,7 +119,7 @@ func StartSentinel(master *Server, masterName string, downAfter time.Duration) (
 	}
 	var last error
 	for range 5 {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,8 @@ func StartSentinel(master *Server, masterName string, downAfter time.Duration) (
 	return nil, last
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback TCP port free at the time of the call.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
