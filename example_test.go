@@ -68,8 +68,10 @@ func ExampleLock_Acquire_reentrant() {
 
 	l := rt.Lock("inventory")
 	outer, _ := l.Acquire(ctx)
-	inner, _ := l.Acquire(ctx) // the same owner re-enters
-	n, _ := l.HoldCount(ctx)
+	// Reentrancy follows the context: an acquisition with a context of the
+	// hold re-enters it; with any other it would wait, like sync.Mutex.
+	inner, _ := l.Acquire(outer.Context())
+	n, _ := l.HoldCount(outer.Context())
 	fmt.Println("hold count:", n)
 	_ = inner.Unlock(ctx)
 	_ = outer.Unlock(ctx)

@@ -32,8 +32,14 @@ type GroupHeld struct {
 
 // newGroupHeld watches members: the group is lost once more than
 // len(members)-quorum of them are; validUntil (if not zero) also ends it.
-func newGroupHeld(members []*Held, quorum int, validUntil time.Time, what string) *GroupHeld {
-	ctx, end := context.WithCancelCause(context.Background())
+// Its context keeps the values of acquireCtx and names each member's owner,
+// so that acquiring the group (or a member) with it re-enters.
+func newGroupHeld(acquireCtx context.Context, members []*Held, quorum int, validUntil time.Time, what string) *GroupHeld {
+	base := context.WithoutCancel(acquireCtx)
+	for _, m := range members {
+		base = context.WithValue(base, m.lock.holdKey(), m.owner)
+	}
+	ctx, end := context.WithCancelCause(base)
 	g := &GroupHeld{members: members, ctx: ctx, end: end}
 	if !validUntil.IsZero() {
 		var cancel context.CancelFunc
@@ -75,7 +81,9 @@ func (g *GroupHeld) Done() <-chan struct{} { return g.ctx.Done() }
 // ErrLost).
 func (g *GroupHeld) Err() error { return context.Cause(g.ctx) }
 
-// Context is cancelled, with Err as its cause, when the hold ends.
+// Context is cancelled, with Err as its cause, when the hold ends. Acquiring
+// the group, or any of its members, with this context (or one derived from
+// it) re-enters the members' holds.
 func (g *GroupHeld) Context() context.Context { return g.ctx }
 
 // Unlock releases every member (concurrently), and reports every member's

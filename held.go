@@ -14,6 +14,7 @@ import (
 // after that is no longer protected.
 type Held struct {
 	lock     *Lock
+	owner    string
 	id       uint64
 	token    int64
 	lease    time.Duration
@@ -28,8 +29,10 @@ type Held struct {
 // Name is the lock's name.
 func (h *Held) Name() string { return h.lock.key.Name }
 
-// Owner is the owner id holding the lock.
-func (h *Held) Owner() string { return h.lock.owner }
+// Owner is the owner id holding the lock (its field in the lock's Redis
+// hash): "<runtime id>:<n>", new for each acquisition that is not a
+// re-entry, or the handle's WithOwner id.
+func (h *Held) Owner() string { return h.owner }
 
 // Token is this acquisition's fencing token: strictly increasing per lock
 // name, across processes and restarts. Pass it with every write to the
@@ -54,7 +57,8 @@ func (h *Held) Done() <-chan struct{} { return h.ctx.Done() }
 func (h *Held) Err() error { return context.Cause(h.ctx) }
 
 // Context is cancelled, with Err as its cause, when the hold ends. It carries
-// the values of the context Acquire was called with.
+// the values of the context Acquire was called with. An acquisition of the
+// same lock with this context (or one derived from it) re-enters this hold.
 func (h *Held) Context() context.Context { return h.ctx }
 
 // Unlock releases this acquisition: the lock is free once its owner's last
@@ -83,7 +87,7 @@ func (h *Held) Unlock(ctx context.Context) error {
 		return ErrClosed
 	}
 	reply := make(chan actors.ReleaseResult, 1)
-	rt.send(&actors.Release{Key: h.lock.key, Owner: h.lock.owner, ID: h.id, RequestID: h.unlockID, Reply: reply})
+	rt.send(&actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply})
 	select {
 	case res := <-reply:
 		if res.Err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -22,6 +23,14 @@ import (
 // renewal (the lock was lost, the runtime closed), the keeper stops keeping
 // that lock and forwards the RenewResponse to its parent, which also gets
 // a LockLost from the runtime when it can be reached.
+//
+// The keeper holds the owner to the same rule as a Held: when no renewal
+// has been confirmed for a lease (less the drift allowance, see Held.Done),
+// the runtime may already have released the lock, so the keeper stops
+// keeping it and sends its parent a LockLost itself, before the runtime
+// can let another owner in: an owner cut off from the runtime learns it
+// there too. (The runtime's own LockLost may follow when it can be
+// reached.)
 func KeeperProps() *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &keeper{kept: map[keptKey]*kept{}} })
 }
@@ -34,8 +43,14 @@ type Keep struct {
 	Kind       messages.Kind
 	OwnerToken string
 	// Lease is the lease the runtime granted (AcquireResponse.ttl_ms); the
-	// keeper renews every Lease/3. 0: 30 s, the default watchdog lease.
+	// keeper renews every Lease/3. 0: the runtime's watchdog lease, which
+	// the keeper learns from the first RenewResponse (it renews at once,
+	// then every 100 ms until one comes, and can tell no loss before).
+	// Every RenewResponse's lease_ms overrules it.
 	Lease time.Duration
+	// Since is when the AcquireRequest was sent: the lease counts from
+	// there. Zero: from when the Keep arrives, a little after the grant.
+	Since time.Time
 }
 
 // Unkeep stops keeping a lock (after it was released).
@@ -65,12 +80,26 @@ type keptKey struct {
 }
 
 type kept struct {
-	keep    Keep
-	stop    scheduler.CancelFunc
-	pending string // request id of the renewal not answered yet
+	keep       Keep
+	lease      time.Duration // 0: not known yet
+	stop       scheduler.CancelFunc
+	pending    string    // request id of the renewal not answered yet
+	sentAt     time.Time // when pending was sent
+	validUntil time.Time // the lock counts as held until then; zero: not known yet
+	expiry     scheduler.CancelFunc
 }
 
-type keeperTick struct{ key keptKey }
+type (
+	keeperTick    struct{ key keptKey }
+	keeperExpired struct {
+		key keptKey
+		at  time.Time
+	}
+)
+
+// unknownLeaseRenewal is how often a keeper renews until it learns the
+// lease: a first answer normally comes within a round trip.
+const unknownLeaseRenewal = 100 * time.Millisecond
 
 // keeper is the actor of KeeperProps. Its timers send to it through the
 // actor system's root context, and stop when it stops.
@@ -91,8 +120,8 @@ func (k *keeper) Receive(ctx actor.Context) {
 		k.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
 		k.byReq = map[string]keptKey{}
 	case *actor.Stopping:
-		for _, e := range k.kept {
-			e.stop()
+		for key := range k.kept {
+			k.forget(key)
 		}
 		k.kept = nil
 	case *Keep:
@@ -102,34 +131,51 @@ func (k *keeper) Receive(ctx actor.Context) {
 		}
 		key := keyOf(m.Runtime, m.Name, m.Kind, m.OwnerToken)
 		k.forget(key)
-		lease := m.Lease
-		if lease == 0 {
-			lease = 30 * time.Second
+		e := &kept{keep: *m}
+		k.kept[key] = e
+		if m.Lease > 0 {
+			since := m.Since
+			if since.IsZero() {
+				since = time.Now()
+			}
+			k.setLease(ctx, key, e, m.Lease)
+			k.confirmed(ctx, key, e, since)
+		} else {
+			k.renew(ctx, key, e)
+			e.stop = k.timers.SendRepeatedly(unknownLeaseRenewal, unknownLeaseRenewal, ctx.Self(), &keeperTick{key: key})
 		}
-		every := max(lease/3, time.Millisecond)
-		k.kept[key] = &kept{keep: *m, stop: k.timers.SendRepeatedly(every, every, ctx.Self(), &keeperTick{key: key})}
 	case *Unkeep:
 		k.forget(keyOf(m.Runtime, m.Name, m.Kind, m.OwnerToken))
 	case *keeperTick:
-		e := k.kept[m.key]
-		if e == nil {
-			return
+		if e := k.kept[m.key]; e != nil {
+			k.renew(ctx, m.key, e)
 		}
-		delete(k.byReq, e.pending)
-		k.seq++
-		e.pending = "actorlock-keeper-" + strconv.FormatUint(k.seq, 10)
-		k.byReq[e.pending] = m.key
-		ctx.Request(e.keep.Runtime, &messages.RenewRequest{
-			RequestId: e.pending, Name: e.keep.Name, Kind: e.keep.Kind, OwnerToken: e.keep.OwnerToken,
-		})
+	case *keeperExpired:
+		e := k.kept[m.key]
+		if e == nil || !e.validUntil.Equal(m.at) {
+			return // renewed since
+		}
+		k.forget(m.key)
+		if ctx.Parent() != nil {
+			ctx.Send(ctx.Parent(), &messages.LockLost{Name: e.keep.Name, Kind: e.keep.Kind,
+				Reason: "the keeper had no renewal confirmed for a lease: the runtime may have released the lock"})
+		}
 	case *messages.RenewResponse:
 		key, ok := k.byReq[m.RequestId]
 		if !ok {
 			return
 		}
 		delete(k.byReq, m.RequestId)
-		if e := k.kept[key]; e != nil {
+		e := k.kept[key]
+		if e != nil {
+			sentAt := e.sentAt
 			e.pending = ""
+			if m.Error == nil && m.Renewed {
+				if lease := time.Duration(m.LeaseMs) * time.Millisecond; lease > 0 {
+					k.setLease(ctx, key, e, lease)
+				}
+				k.confirmed(ctx, key, e, sentAt)
+			}
 		}
 		if m.Error != nil {
 			// Renewing it further is pointless: tell the owner.
@@ -141,9 +187,56 @@ func (k *keeper) Receive(ctx actor.Context) {
 	}
 }
 
+// renew sends a RenewRequest for e (replacing one not answered yet).
+func (k *keeper) renew(ctx actor.Context, key keptKey, e *kept) {
+	delete(k.byReq, e.pending)
+	k.seq++
+	e.pending = "actorlock-keeper-" + strconv.FormatUint(k.seq, 10)
+	e.sentAt = time.Now()
+	k.byReq[e.pending] = key
+	ctx.Request(e.keep.Runtime, &messages.RenewRequest{
+		RequestId: e.pending, Name: e.keep.Name, Kind: e.keep.Kind, OwnerToken: e.keep.OwnerToken,
+	})
+}
+
+// setLease renews every lease/3 from now on, if that changes the period.
+func (k *keeper) setLease(ctx actor.Context, key keptKey, e *kept, lease time.Duration) {
+	if lease == e.lease {
+		return
+	}
+	e.lease = lease
+	if e.stop != nil {
+		e.stop()
+	}
+	every := max(lease/3, time.Millisecond)
+	e.stop = k.timers.SendRepeatedly(every, every, ctx.Self(), &keeperTick{key: key})
+}
+
+// confirmed moves e's validity to a lease after sentAt, when a renewal
+// sent then (or the acquisition) was confirmed, and arms its expiry.
+func (k *keeper) confirmed(ctx actor.Context, key keptKey, e *kept, sentAt time.Time) {
+	if e.lease == 0 {
+		return
+	}
+	until := sentAt.Add(e.lease - actors.Drift(e.lease))
+	if !until.After(e.validUntil) {
+		return
+	}
+	e.validUntil = until
+	if e.expiry != nil {
+		e.expiry()
+	}
+	e.expiry = k.timers.SendOnce(time.Until(until), ctx.Self(), &keeperExpired{key: key, at: until})
+}
+
 func (k *keeper) forget(key keptKey) {
 	if e := k.kept[key]; e != nil {
-		e.stop()
+		if e.stop != nil {
+			e.stop()
+		}
+		if e.expiry != nil {
+			e.expiry()
+		}
 		delete(k.byReq, e.pending)
 		delete(k.kept, key)
 	}

@@ -13,22 +13,55 @@ import (
 	"github.com/actorlock/actorlock/scripts"
 )
 
-// Lock is a handle on one reentrant lock for one owner. It is safe for
-// concurrent use; goroutines sharing a handle share its owner, so they
-// re-enter rather than exclude each other (use a handle per goroutine for
-// mutual exclusion between goroutines).
+// Lock is a handle on one lock. Like a sync.Mutex it is safe to share
+// between goroutines, and acquisitions through it exclude each other: each
+// is an owner of its own, unless its ctx descends from the Held.Context()
+// of a hold of the same lock, which it then re-enters (hold count +1, one
+// Unlock per acquisition). Reentrancy follows the context, the Go way of
+// saying "the same logical thread". A handle made WithOwner acquires as that
+// owner instead, always.
 type Lock struct {
 	rt    *Runtime
 	key   actors.LockKey
-	owner string
-	err   error // a bad name or option, reported by every method
+	owner string // WithOwner's id; "": each acquisition is an owner of its own
+	err   error  // a bad name or option, reported by every method
 }
 
 // Name is the lock's name, which is also its Redis key.
 func (l *Lock) Name() string { return l.key.Name }
 
-// Owner is the owner id this handle acquires as.
+// Owner is the owner id the handle was given with WithOwner, or "" when
+// each acquisition is an owner of its own (see Held.Owner).
 func (l *Lock) Owner() string { return l.owner }
+
+// holdKey identifies, in a Held's context, the lock family it holds: the
+// read and write sides of a read-write lock are one family, so a writer's
+// context reads as the same owner (a downgrade) and a reader's asks for the
+// write side as itself (refused: an upgrade).
+type holdKey struct {
+	rt   *Runtime
+	kind messages.Kind
+	name string
+}
+
+func (l *Lock) holdKey() holdKey {
+	kind := l.key.Kind
+	if kind == messages.Kind_KIND_WRITE {
+		kind = messages.Kind_KIND_READ
+	}
+	return holdKey{rt: l.rt, kind: kind, name: l.key.Name}
+}
+
+// ownerIn is the owner an acquisition with ctx acts as, if it is an
+// existing one: the handle's WithOwner id, or the owner of the hold of this
+// lock whose Held.Context() ctx descends from; "" otherwise.
+func (l *Lock) ownerIn(ctx context.Context) string {
+	if l.owner != "" {
+		return l.owner
+	}
+	owner, _ := ctx.Value(l.holdKey()).(string)
+	return owner
+}
 
 // Acquire waits until the lock is acquired and returns the Held, or returns:
 // ErrNotAcquired when WaitTime is over; ctx's error (errors.Is with
@@ -59,12 +92,16 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 	}
 	rt := l.rt
 	id := rt.acquire.Add(1)
+	owner := l.ownerIn(ctx)
+	if owner == "" {
+		owner = rt.newOwner()
+	}
 	// The Held's context keeps ctx's values but not its cancellation: it
-	// ends when the hold does.
-	heldCtx, end := context.WithCancelCause(context.WithoutCancel(ctx))
+	// ends when the hold does. It names the owner, for re-entries.
+	heldCtx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), l.holdKey(), owner))
 	reply := make(chan actors.AcquireResult, 1)
 	cmd := &actors.Acquire{
-		Key: l.key, Owner: l.owner, ID: id, Lease: ac.lease,
+		Key: l.key, Owner: owner, ID: id, Lease: ac.lease,
 		TryOnce: try || (ac.waitSet && ac.wait == 0), End: end, Reply: reply,
 	}
 	if ac.waitSet && ac.wait > 0 {
@@ -88,7 +125,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 		case res = <-reply:
 			if res.Err == nil {
 				released := make(chan actors.ReleaseResult, 1)
-				rt.send(&actors.Release{Key: l.key, Owner: l.owner, ID: id, RequestID: rt.actors.NewRequestID(), Reply: released})
+				rt.send(&actors.Release{Key: l.key, Owner: owner, ID: id, RequestID: rt.actors.NewRequestID(), Reply: released})
 				select {
 				case <-released:
 				case <-rt.done:
@@ -107,7 +144,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 		return nil, res.Err
 	}
 	return &Held{
-		lock: l, id: id, token: res.Token, lease: res.HolderTTL,
+		lock: l, owner: owner, id: id, token: res.Token, lease: res.HolderTTL,
 		ctx: heldCtx, end: end, unlockID: rt.actors.NewRequestID(),
 	}, nil
 }
@@ -156,15 +193,20 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	return locked, nil
 }
 
-// HoldCount is how many times this handle's owner holds the lock in Redis
-// (0 when it does not); for a read-write lock's locker, in its own mode.
+// HoldCount is how many times the owner an acquisition with ctx would
+// re-enter (the handle's WithOwner id, or the hold whose Held.Context() ctx
+// descends from) holds the lock in Redis; 0 when there is none or it holds
+// nothing. For a read-write lock's locker: in its own mode.
 func (l *Lock) HoldCount(ctx context.Context) (int, error) {
 	if err := l.check(ctx, nil); err != nil {
 		return 0, err
 	}
-	field := l.owner
+	field := l.ownerIn(ctx)
+	if field == "" {
+		return 0, nil
+	}
 	if l.key.Kind == messages.Kind_KIND_WRITE {
-		field = scripts.RWWriteField(l.owner)
+		field = scripts.RWWriteField(field)
 	}
 	n, err := l.rt.rdb.HGet(ctx, l.key.Name, field).Int()
 	if errors.Is(err, redis.Nil) {

@@ -12,8 +12,9 @@ import (
 // different Redis servers, acquired all or nothing (Redisson's
 // RedissonMultiLock). Its members are acquired in one global order (by
 // server, then name), so MultiLocks sharing locks cannot deadlock each
-// other. It acquires as its members' owners: use separate member handles for
-// goroutines that must exclude each other.
+// other. Like a Lock it may be shared between goroutines: acquisitions
+// exclude each other unless one's ctx descends from the GroupHeld.Context()
+// of another, which it then re-enters.
 type Multi struct {
 	members []groupMember
 	err     error
@@ -57,7 +58,7 @@ func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (*G
 	for {
 		helds, err := m.round(ctx, try, ac, deadline)
 		if err == nil {
-			return newGroupHeld(helds, len(helds), time.Time{}, "MultiLock"), nil
+			return newGroupHeld(ctx, helds, len(helds), time.Time{}, "MultiLock"), nil
 		}
 		if try || errors.Is(err, ErrNotAcquired) || ctx.Err() != nil || !ac.waitSet || !time.Now().Before(deadline) {
 			return nil, err

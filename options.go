@@ -212,11 +212,12 @@ type lockConfig struct {
 	err   error
 }
 
-// WithOwner makes the handle act as owner id instead of a new owner of its
-// own: handles sharing an owner share reentrant holds (hold counts add up,
-// each acquisition is released once). An id of Redisson's form
-// "<clientUUID>:<threadId>" acts as that Redisson thread. An owner id must be
-// used by one runtime at a time.
+// WithOwner makes every acquisition through the handle act as owner id,
+// instead of an owner of its own: they re-enter each other, whatever their
+// contexts, and so do those of other handles with the same owner (hold
+// counts add up, each acquisition is released once), like one Redisson
+// thread. An id of Redisson's form "<clientUUID>:<threadId>" acts as that
+// Redisson thread. An owner id must be used by one runtime at a time.
 func WithOwner(id string) LockOption {
 	return func(c *lockConfig) {
 		switch {

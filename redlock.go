@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/actorlock/actorlock/actors"
 )
 
 // Red is a RedLock over locks on independent Redis masters (one runtime
@@ -38,7 +40,8 @@ func RedLock(locks ...*Lock) *Red {
 // Acquire tries every master at once (each attempt bounded by a timeout far
 // below the lease, so a dead or frozen master costs little) and holds when a
 // majority granted it within the validity time: lease - elapsed - drift,
-// drift = 1% of the lease + 2 ms. Otherwise it releases every member (the
+// drift = 1% of the lease + 2 ms, at least 25 ms (at most a quarter of the
+// lease). Otherwise it releases every member (the
 // masters that did not answer too) and tries again after a random back-off,
 // until WaitTime is used up (ErrNotAcquired) or ctx ends; without WaitTime,
 // until ctx ends. With LeaseTime the hold ends when its validity does;
@@ -134,13 +137,13 @@ func (r *Red) round(ctx context.Context, ac acquireConfig, lease time.Duration, 
 			got = append(got, h)
 		}
 	}
-	validity := lease - time.Since(start) - drift(lease)
+	validity := lease - time.Since(start) - actors.Drift(lease)
 	if len(got) >= quorum && validity > 0 {
 		var validUntil time.Time
 		if ac.lease > 0 {
-			validUntil = start.Add(lease - drift(lease))
+			validUntil = start.Add(lease - actors.Drift(lease))
 		}
-		return newGroupHeld(got, quorum, validUntil, "RedLock"), nil
+		return newGroupHeld(ctx, got, quorum, validUntil, "RedLock"), nil
 	}
 	// Masters that did not answer in time give back what they granted
 	// late on their own (a cancelled acquisition is undone). The members'
@@ -151,6 +154,3 @@ func (r *Red) round(ctx context.Context, ac acquireConfig, lease time.Duration, 
 		ErrNotAcquired, len(got), len(r.members), quorum, validity.Round(time.Millisecond), errors.Join(errs...))
 	return nil, errors.Join(err, release)
 }
-
-// drift is the clock drift allowance of a lease: 1% plus 2 ms.
-func drift(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }

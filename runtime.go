@@ -13,6 +13,10 @@
 //	defer held.Unlock(context.WithoutCancel(ctx))
 //	return work(held.Context()) // cancelled if the lock is lost
 //
+// A handle may be shared between goroutines like a sync.Mutex: acquisitions
+// through it exclude each other, unless one's ctx descends from the
+// Held.Context() of another, which it then re-enters.
+//
 // It is NOT safe to assume that a lock is held until Unlock: a lease can run
 // out while the process is paused, Redis can lose a lock in a failover (its
 // replication is asynchronous), and the network can fail. Stop work when
@@ -230,9 +234,10 @@ func (rt *Runtime) Stats(ctx context.Context) (Stats, error) {
 	return Stats(s), err
 }
 
-// Lock returns a handle on the reentrant lock name (Redisson's RLock). By
-// default the handle is a new owner: acquiring twice through it is reentrant
-// (hold count 2), while another handle contends. A bad name or option is
+// Lock returns a handle on the reentrant lock name (Redisson's RLock). The
+// handle may be shared like a sync.Mutex: acquisitions through it exclude
+// each other, except one whose ctx descends from a Held.Context() of this
+// lock, which re-enters that hold (hold count 2). A bad name or option is
 // reported by the handle's methods as ErrInvalidArgument.
 func (rt *Runtime) Lock(name string, opts ...LockOption) *Lock {
 	return rt.lock(messages.Kind_KIND_LOCK, name, opts)
@@ -248,10 +253,12 @@ func (rt *Runtime) FairLock(name string, opts ...LockOption) *Lock {
 }
 
 // ReadWriteLock returns a handle on the read-write lock name (Redisson's
-// RReadWriteLock): many readers, or one writer. Its read and write lockers
-// share one owner, so the writer may also read (a downgrade: releasing the
-// write leaves the read held); a reader may not take the write lock (an
-// upgrade would deadlock) and gets ErrUpgrade.
+// RReadWriteLock): many readers, or one writer. Acquisitions exclude each
+// other as for Lock; one whose ctx descends from a write hold's
+// Held.Context() acts as that writer, and may also read (a downgrade:
+// releasing the write leaves the read held), while one descending from a
+// read hold's may not take the write lock (an upgrade would deadlock) and
+// gets ErrUpgrade.
 func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
 	read := rt.lock(messages.Kind_KIND_READ, name, opts)
 	write := *read
@@ -271,10 +278,13 @@ func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Loc
 	}
 	l.err = errors.Join(actors.ValidateName(name), lc.err)
 	l.owner = lc.owner
-	if l.owner == "" {
-		l.owner = rt.id + ":" + strconv.FormatUint(rt.owners.Add(1), 10)
-	}
 	return l
+}
+
+// newOwner is a new owner id, "<runtime id>:<n>" like Redisson's
+// "<client id>:<thread id>".
+func (rt *Runtime) newOwner() string {
+	return rt.id + ":" + strconv.FormatUint(rt.owners.Add(1), 10)
 }
 
 func (rt *Runtime) send(msg any) { rt.sys.Root.Send(rt.actors.Manager(), msg) }

@@ -1,7 +1,8 @@
 package actorlock
 
-// ReadWriteLock is a handle on one read-write lock for one owner: its two
-// lockers are the read and the write side of the same Redis hash.
+// ReadWriteLock is a handle on one read-write lock: its two lockers are the
+// read and the write side of the same Redis hash. It is safe to share
+// between goroutines, like Lock.
 type ReadWriteLock struct {
 	read, write *Lock
 }
@@ -9,7 +10,7 @@ type ReadWriteLock struct {
 // Name is the lock's name, which is also its Redis key.
 func (rw *ReadWriteLock) Name() string { return rw.read.Name() }
 
-// Owner is the owner id both lockers acquire as.
+// Owner is the WithOwner id both lockers acquire as, or "" (see Lock.Owner).
 func (rw *ReadWriteLock) Owner() string { return rw.read.Owner() }
 
 // ReadLocker is the read side: any number of owners may hold it at once,

@@ -245,11 +245,18 @@ func mayHaveRun(err error) bool {
 	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr)
 }
 
-// drift is the safety margin taken off a lease when computing how long a
-// hold is valid locally: clocks run at slightly different rates, so Done()
-// must fire before Redis can let another owner in (as RedLock's validity).
-func drift(lease time.Duration) time.Duration {
-	return lease/100 + 2*time.Millisecond
+// Drift is the safety margin taken off a lease when computing how long a
+// hold is valid locally (and a RedLock's validity): Done() must close before
+// Redis can let another owner in, although clocks run at slightly different
+// rates and the holder's process may be slow to act on its timer. It is 1 %
+// of the lease plus 2 ms for clock rates, and at least 25 ms, so that a
+// scheduling stall of the holder of a few ms (measured: a 12 ms margin at a
+// 1 s lease was nearly used up under load) does not break that order; never
+// more than a quarter of the lease, so that tiny leases stay usable.
+func Drift(lease time.Duration) time.Duration {
+	return min(max(lease/100+2*time.Millisecond, minDrift), lease/4)
 }
+
+const minDrift = 25 * time.Millisecond
 
 var _ scripts.Client = redis.UniversalClient(nil)

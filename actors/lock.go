@@ -64,6 +64,10 @@ type lockActor struct {
 	validity   deadline // the earliest validity deadline of the holds
 	alive      deadline // the earliest liveness deadline of remote owners (see remote owners below)
 
+	givingBack map[string]int // owners with give-backs outstanding (giveback.go)
+	parked     []*op          // attempts waiting for their owner's give-back
+	due        int            // ops waiting on a timer to run (opDue)
+
 	draining bool
 	drained  func()
 }
@@ -149,6 +153,7 @@ type grant struct {
 	token    int64
 	watchdog bool
 	write    bool                    // read-write lock: a write hold
+	lease    time.Duration           // as granted
 	end      context.CancelCauseFunc // Go callers: ends the Held's context
 }
 
@@ -198,8 +203,9 @@ type op struct {
 	owner     string   // release, undo, leave
 	write     bool     // read-write lock: release or undo a write hold
 	grant     *grant   // release: the acquisition released; nil: holds of a departed owner
-	holds     int64    // release: how many holds
+	holds     int64    // release, undo: how many holds (undo: 0 means 1)
 	ifCount   int64    // undo: release only if the count is this
+	giveBack  bool     // undo: of a hold nobody may use (giveback.go)
 	requestID string   // release, undo: unlock latch id
 	seen      int64    // attempt: the owner's count when it started
 	wakes     uint64   // attempt: lockActor.wakes when it started
@@ -319,6 +325,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.expireOwners(ctx)
 		}
 	case *opDue:
+		a.due--
 		if !a.draining {
 			a.ops = append([]*op{m.op}, a.ops...)
 		}
@@ -331,7 +338,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.wakes++
 	case *Renewed:
 		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
-			h.extend(m.SentAt.Add(a.env.Watchdog - drift(a.env.Watchdog)))
+			h.extend(m.SentAt.Add(a.env.Watchdog - Drift(a.env.Watchdog)))
 			a.armValidity()
 		}
 	case *RenewGone:
@@ -607,7 +614,7 @@ func (a *lockActor) contender() *request {
 		return nil
 	}
 	head := a.queue.Front().Value.(*request)
-	if head.inflight || a.blocked(head) || (a.fam == famFair && !head.enqueued) {
+	if head.inflight || a.blocked(head) || (a.fam == famFair && !head.enqueued) || a.givingBackFor(head.owner) {
 		return nil
 	}
 	return head
@@ -618,6 +625,10 @@ func (a *lockActor) start(ctx actor.Context, o *op) {
 	case opAttempt:
 		r := o.req
 		if r.answered {
+			return
+		}
+		if a.givingBackFor(r.owner) {
+			a.parked = append(a.parked, o)
 			return
 		}
 		h := a.holds[r.owner]
@@ -739,7 +750,7 @@ func (a *lockActor) releaseCall(o *op) func(ctx context.Context, retry bool) (sc
 		Name: a.key.Name, Owner: o.owner, RequestID: o.requestID, Holds: o.holds, IfCount: -1, LatchTTL: a.env.LatchTTL,
 	}
 	if o.kind == opUndo {
-		args.Holds, args.IfCount = 1, o.ifCount
+		args.Holds, args.IfCount = max(o.holds, 1), o.ifCount
 	}
 	var next scripts.AcquireArgs
 	if o.req != nil {
@@ -886,6 +897,12 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 }
 
 func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sentAt time.Time) {
+	lease := r.leaseOr(a.env.Watchdog)
+	validUntil := sentAt.Add(lease - Drift(lease))
+	if !time.Now().Before(validUntil) {
+		a.lateGrant(ctx, r, g, lease)
+		return
+	}
 	h := a.holds[r.owner]
 	if h == nil {
 		h = &hold{owner: r.owner, from: r.from, msg: r.msg, remote: r.remote, unreachable: r.unreachable}
@@ -909,9 +926,8 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	} else {
 		h.count = g.HoldCount
 	}
-	lease := r.leaseOr(a.env.Watchdog)
-	h.extend(sentAt.Add(lease - drift(lease)))
-	gr := &grant{goID: r.goID, token: g.Token, watchdog: r.lease == 0, write: r.write(), end: r.end}
+	h.extend(validUntil)
+	gr := &grant{goID: r.goID, token: g.Token, watchdog: r.lease == 0, write: r.write(), lease: lease, end: r.end}
 	h.grants = append(h.grants, gr)
 	if gr.watchdog {
 		h.watchdogs++
@@ -1000,7 +1016,7 @@ func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, 
 		a.retry.set(a.timers, a.self, pause)
 		return
 	}
-	a.timers.SendOnce(pause, a.self, &opDue{op: &op{kind: opAttempt, req: r}})
+	a.runLater(pause, &op{kind: opAttempt, req: r})
 }
 
 // stillHeld accounts for a release after which Redis still counts holds (of
@@ -1080,11 +1096,13 @@ func (a *lockActor) releaseFailed(o *op, h *hold, err error) {
 
 func (a *lockActor) undone(d *opDone) {
 	o := d.op
-	if d.err != nil {
-		a.retryLater(o)
+	if d.err != nil && a.retryLater(o) {
 		return
 	}
-	if d.unlock.State == scripts.Released {
+	if o.giveBack {
+		a.gaveBack(o.owner)
+	}
+	if d.err == nil && d.unlock.State == scripts.Released {
 		a.headReady = true
 	}
 }
@@ -1098,11 +1116,19 @@ func (a *lockActor) left(d *opDone) {
 // retryLater re-runs an undo or leave that Redis did not answer, until the
 // hold or queue place would have expired anyway: nobody renews it, so its
 // lease (or the fair wait) bounds what an unreachable Redis costs. Closing
-// does not wait that long.
-func (a *lockActor) retryLater(o *op) {
+// does not wait that long. It reports whether o will run again.
+func (a *lockActor) retryLater(o *op) bool {
 	if time.Now().Before(o.giveUpAt) && !a.draining {
-		a.timers.SendOnce(100*time.Millisecond, a.self, &opDue{op: o})
+		a.runLater(100*time.Millisecond, o)
+		return true
 	}
+	return false
+}
+
+// runLater runs o first after pause. The actor is not idle meanwhile.
+func (a *lockActor) runLater(pause time.Duration, o *op) {
+	a.due++
+	a.timers.SendOnce(pause, a.self, &opDue{op: o})
 }
 
 func (a *lockActor) forced(ctx actor.Context, d *opDone) {
@@ -1243,6 +1269,7 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 				reason = "the lease expired before the watchdog could renew it"
 			}
 			a.lost(ctx, h, reason)
+			a.giveBackHold(h)
 		}
 	}
 	a.armValidity()
@@ -1602,7 +1629,8 @@ func (a *lockActor) wantTopic() Topic {
 }
 
 func (a *lockActor) idle() bool {
-	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && a.subscribed == ""
+	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && a.subscribed == "" &&
+		a.due == 0 && len(a.givingBack) == 0
 }
 
 // syncIdle arms the receive timeout exactly while idle; when it fires the
@@ -1655,7 +1683,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 			})
 		}
 	}
-	a.ops = nil
+	a.ops, a.parked = nil, nil
 	if a.subscribed != "" {
 		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 		a.subscribed = ""

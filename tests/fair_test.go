@@ -231,7 +231,7 @@ func TestFairWaiterThroughClientPause(t *testing.T) {
 		ctx := ctxFor(t, 30*time.Second)
 		holder, err := rt.FairLock("fair-pause").Acquire(ctx)
 		require.NoError(t, err)
-		waiter := rt.FairLock("fair-pause")
+		waiter := rt.FairLock("fair-pause", actorlock.WithOwner(rt.ID()+":waiter"))
 		errc := make(chan error, 1)
 		start := time.Now()
 		go func() {
@@ -269,10 +269,10 @@ func TestFairReentryWatchdogAndTryAcquire(t *testing.T) {
 		l := rt.FairLock("fair-basics")
 		h1, err := l.Acquire(ctx)
 		require.NoError(t, err)
-		h2, err := l.TryAcquire(ctx)
+		h2, err := l.TryAcquire(h1.Context())
 		require.NoError(t, err, "re-entry")
 		assert.Greater(t, h2.Token(), h1.Token())
-		n, err := l.HoldCount(ctx)
+		n, err := l.HoldCount(h1.Context())
 		require.NoError(t, err)
 		assert.Equal(t, 2, n)
 

@@ -126,7 +126,7 @@ func TestCloseReleasesEverythingAndRefusesLaterCalls(t *testing.T) {
 	l := rt.Lock("closing")
 	h, err := l.Acquire(ctx)
 	require.NoError(t, err)
-	h2, err := l.Acquire(ctx) // reentrant: Close releases the whole count
+	h2, err := l.Acquire(h.Context()) // reentrant: Close releases the whole count
 	require.NoError(t, err)
 	waiterErr := make(chan error, 1)
 	go func() {

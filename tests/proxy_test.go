@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,6 +19,7 @@ type cutProxy struct {
 	ln     net.Listener
 	target string
 	cut    atomic.Bool
+	delay  atomic.Int64 // ns each reply (target to client) is held back
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
@@ -41,6 +44,10 @@ func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
 // Cut stops carrying data, both ways.
 func (p *cutProxy) Cut() { p.cut.Store(true) }
 
+// DelayReplies holds back what the target sends by d (0: no more), as a
+// slow return path would: requests still arrive at once.
+func (p *cutProxy) DelayReplies(d time.Duration) { p.delay.Store(int64(d)) }
+
 func (p *cutProxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -58,7 +65,7 @@ func (p *cutProxy) accept() {
 		}
 		p.wg.Add(2)
 		go p.pipe(in, out)
-		go p.pipe(out, in)
+		go p.pipe(out, &delayedWriter{p: p, dst: in})
 	}
 }
 
@@ -84,8 +91,11 @@ func (p *cutProxy) track(conns ...net.Conn) bool {
 
 // pipe copies from src to dst until either ends, dropping the data once the
 // proxy is cut (or when dst is nil).
-func (p *cutProxy) pipe(src, dst net.Conn) {
+func (p *cutProxy) pipe(src net.Conn, dst io.WriteCloser) {
 	defer p.wg.Done()
+	if w, ok := dst.(*delayedWriter); ok {
+		defer w.stop()
+	}
 	if src == nil {
 		return
 	}
@@ -106,6 +116,56 @@ func (p *cutProxy) pipe(src, dst net.Conn) {
 			return
 		}
 	}
+}
+
+// delayedWriter writes each chunk once the proxy's reply delay has passed
+// since it was read, in order, without adding up the delays of successive
+// chunks.
+type delayedWriter struct {
+	p       *cutProxy
+	dst     net.Conn
+	start   sync.Once
+	stopped sync.Once
+	chunks  chan delayedChunk
+	writing sync.WaitGroup
+}
+
+type delayedChunk struct {
+	data []byte
+	read time.Time
+}
+
+func (w *delayedWriter) Write(b []byte) (int, error) {
+	w.start.Do(func() {
+		w.chunks = make(chan delayedChunk, 1024)
+		w.writing.Go(func() {
+			for c := range w.chunks {
+				if wait := time.Duration(w.p.delay.Load()) - time.Since(c.read); wait > 0 {
+					time.Sleep(wait)
+				}
+				_, _ = w.dst.Write(c.data) // after an error, drain
+			}
+		})
+	})
+	w.chunks <- delayedChunk{data: append([]byte(nil), b...), read: time.Now()}
+	return len(b), nil
+}
+
+// stop ends the writer once it has written (or failed to write) what it
+// holds; it leaves dst open.
+func (w *delayedWriter) stop() {
+	w.stopped.Do(func() {
+		w.start.Do(func() {})
+		if w.chunks != nil {
+			close(w.chunks)
+			w.writing.Wait()
+		}
+	})
+}
+
+func (w *delayedWriter) Close() error {
+	w.stop()
+	return w.dst.Close()
 }
 
 func (p *cutProxy) close() {

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -20,17 +21,21 @@ func TestReentrancyHoldCountsAndRelease(t *testing.T) {
 		mine, other := rt.Lock("orders:42"), rt.Lock("orders:42")
 
 		counts := []int{}
+		var as context.Context = ctx // the owner whose holds are counted
 		count := func() {
-			n, err := mine.HoldCount(ctx)
+			n, err := mine.HoldCount(as)
 			require.NoError(t, err)
 			counts = append(counts, n)
 		}
 		count()
 		h1, err := mine.Acquire(ctx)
 		require.NoError(t, err)
+		// Keep h1's owner but not its end, to count after the last unlock.
+		as = context.WithoutCancel(h1.Context())
 		count()
-		h2, err := mine.Acquire(ctx)
-		require.NoError(t, err)
+		h2, err := mine.Acquire(h1.Context())
+		require.NoError(t, err, "an acquisition with the hold's context re-enters")
+		assert.Equal(t, h1.Owner(), h2.Owner())
 		count()
 		require.NoError(t, h2.Unlock(ctx))
 		count()
@@ -76,13 +81,13 @@ func TestRedisDataLayoutIsRedissons(t *testing.T) {
 		rdb, rt := d.setup(t, actorlock.WithWatchdog(2*time.Second))
 		ctx := ctxFor(t, 10*time.Second)
 		l := rt.Lock("orders:42")
-		require.True(t, strings.HasPrefix(l.Owner(), rt.ID()+":"), "owner ids are <runtime uuid>:<n> like Redisson's <uuid>:<thread>")
 
 		h, err := l.Acquire(ctx)
 		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(h.Owner(), rt.ID()+":"), "owner ids are <runtime uuid>:<n> like Redisson's <uuid>:<thread>")
 		fields, err := rdb.HGetAll(ctx, "orders:42").Result()
 		require.NoError(t, err)
-		assert.Equal(t, map[string]string{l.Owner(): "1"}, fields, "lock = HASH name, field owner = hold count")
+		assert.Equal(t, map[string]string{h.Owner(): "1"}, fields, "lock = HASH name, field owner = hold count")
 		pttl, err := rdb.PTTL(ctx, "orders:42").Result()
 		require.NoError(t, err)
 		assert.InDelta(t, 2*time.Second, pttl, float64(700*time.Millisecond), "PX = watchdog lease")
@@ -209,7 +214,7 @@ func TestFencingTokensIncreaseIncludingReentry(t *testing.T) {
 			assert.Greater(t, h.Token(), last, "acquisition %d", i)
 			last = h.Token()
 			if i%2 == 0 {
-				h2, err := l.Acquire(ctx)
+				h2, err := l.Acquire(h.Context())
 				require.NoError(t, err)
 				assert.Greater(t, h2.Token(), last, "re-entry gets a new token")
 				last = h2.Token()
@@ -293,7 +298,7 @@ func TestReleaseByNonOwnerIsRefused(t *testing.T) {
 
 		fields, err := rdb.HGetAll(ctx, "contested").Result()
 		require.NoError(t, err)
-		assert.Equal(t, map[string]string{other.Owner(): "1"}, fields, "the current holder is untouched")
+		assert.Equal(t, map[string]string{current.Owner(): "1"}, fields, "the current holder is untouched")
 		select {
 		case <-current.Done():
 			t.Fatal("the current holder must keep its lock")

@@ -265,10 +265,10 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		a := rtA.Lock(name)
 		h1, err := a.Acquire(ctx)
 		require.NoError(t, err)
-		h2, err := a.Acquire(ctx)
+		h2, err := a.Acquire(h1.Context())
 		require.NoError(t, err)
 		assert.Greater(t, h2.Token(), h1.Token(), "fencing tokens increase")
-		n, err := a.HoldCount(ctx)
+		n, err := a.HoldCount(h1.Context())
 		require.NoError(t, err)
 		assert.Equal(t, 2, n)
 		locked, err := a.IsLocked(ctx)
@@ -341,7 +341,7 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		queue, _ := fairKeys(name)
 		queued := func(l *actorlock.Lock) bool { return admin.LPos(ctx, queue, l.Owner(), redis.LPosArgs{}).Err() == nil }
 		wait := func(who string, rt *actorlock.Runtime, w time.Duration) *actorlock.Lock {
-			l := rt.FairLock(name)
+			l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":"+who))
 			wg.Go(func() {
 				h, err := l.Acquire(ctx, actorlock.WaitTime(w))
 				if who == "quitter" {
@@ -381,21 +381,25 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		w, err := writer.WriteLocker().Acquire(ctx)
 		require.NoError(t, err)
 		readers := []*actorlock.ReadWriteLock{rtB.ReadWriteLock(name), rtA.ReadWriteLock(name)}
-		got := make(chan *actorlock.Held, len(readers))
-		for _, rw := range readers {
-			go func() {
+		held := make([]*actorlock.Held, len(readers))
+		var waiting sync.WaitGroup
+		for i, rw := range readers {
+			waiting.Go(func() {
 				h, err := rw.ReadLocker().Acquire(ctx, actorlock.WaitTime(10*time.Second))
 				assert.NoError(t, err)
-				got <- h
-			}()
+				held[i] = h
+			})
 		}
 		time.Sleep(200 * time.Millisecond)
-		assert.Empty(t, got, "readers wait for the writer")
+		for i := range held {
+			assert.Nil(t, held[i], "readers wait for the writer")
+		}
 		require.NoError(t, w.Unlock(ctx))
-		r1, r2 := <-got, <-got
+		waiting.Wait()
+		r1, r2 := held[0], held[1]
 		require.NotNil(t, r1)
 		require.NotNil(t, r2)
-		_, err = readers[0].WriteLocker().TryAcquire(ctx)
+		_, err = readers[0].WriteLocker().TryAcquire(r1.Context())
 		assert.ErrorIs(t, err, actorlock.ErrUpgrade)
 		require.NoError(t, r1.Unlock(ctx)) // the other reader still holds
 		require.NoError(t, r2.Unlock(ctx))
@@ -403,7 +407,7 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		// Downgrade: the writer reads too, then releases the write.
 		w, err = writer.WriteLocker().Acquire(ctx)
 		require.NoError(t, err)
-		r, err := writer.ReadLocker().Acquire(ctx)
+		r, err := writer.ReadLocker().Acquire(w.Context())
 		require.NoError(t, err)
 		require.NoError(t, w.Unlock(ctx))
 		locked, err := writer.ReadLocker().IsLocked(ctx)
@@ -613,10 +617,11 @@ var aclProbes = map[string]aclProbe{
 	},
 	"+hincrby": func(ctx context.Context, e probeEnv) error {
 		l := e.rt.Lock(e.name)
-		if _, err := l.Acquire(ctx); err != nil {
+		h, err := l.Acquire(ctx)
+		if err != nil {
 			return err
 		}
-		_, err := l.Acquire(ctx) // re-entry
+		_, err = l.Acquire(h.Context()) // re-entry
 		return err
 	},
 	"+hexists": tryFair, "+lindex": tryFair,
@@ -629,7 +634,10 @@ var aclProbes = map[string]aclProbe{
 		}
 		queue, _ := fairKeys(e.name)
 		head := make(chan error, 1)
-		for i, l := range []*actorlock.Lock{e.rt.FairLock(e.name), e.full.FairLock(e.name)} {
+		for i, l := range []*actorlock.Lock{
+			e.rt.FairLock(e.name, actorlock.WithOwner(e.rt.ID()+":head")),
+			e.full.FairLock(e.name, actorlock.WithOwner(e.full.ID()+":next")),
+		} {
 			go func() {
 				h, err := l.Acquire(ctx, actorlock.WaitTime(2*time.Second))
 				if err == nil {

@@ -115,7 +115,8 @@ func loadPool(path string) (*x509.CertPool, error) {
 //	GOT <type> <code>                 any other response (say, to a spoofed request)
 //	STOPPED                           the owner actor stopped (STOP_OWNER_MS)
 //
-// KEEP=0 runs no keeper (the owner sends no RenewRequest); SEPARATE_KEEPER=1
+// KEEP=0 runs no keeper (the owner sends no RenewRequest); KEEP_LEASE=0
+// gives the keeper no lease (it learns it); SEPARATE_KEEPER=1
 // runs the keeper outside the owner actor, so it outlives it; STOP_OWNER_MS
 // stops the owner actor that long after acquiring.
 func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
@@ -135,10 +136,12 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 	if os.Getenv("SEPARATE_KEEPER") == "1" {
 		separate = sys.Root.Spawn(actorlock.KeeperProps())
 	}
+	var asked time.Time
 	owner := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
 			say("OWNER %s %s", ctx.Self().Address, ctx.Self().Id)
+			asked = time.Now()
 			ctx.Request(server, &messages.AcquireRequest{
 				RequestId: "a", Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
 				WaitMs: int64(envInt("WAIT_MS")), OwnerToken: os.Getenv("OWNER_TOKEN"),
@@ -157,7 +160,10 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 			}
 			say("ACQUIRED %s %s %d %d", m.OwnerToken, m.Owner, m.FencingToken, m.TtlMs)
 			keep := &actorlock.Keep{Runtime: server, Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
-				OwnerToken: m.OwnerToken, Lease: time.Duration(m.TtlMs) * time.Millisecond}
+				OwnerToken: m.OwnerToken, Lease: time.Duration(m.TtlMs) * time.Millisecond, Since: asked}
+			if os.Getenv("KEEP_LEASE") == "0" {
+				keep.Lease = 0 // learnt from the runtime's RenewResponses
+			}
 			switch {
 			case separate != nil:
 				ctx.Send(separate, keep)

@@ -203,7 +203,7 @@ func criticalIncrement(ctx context.Context, l *actorlock.Lock, rdb redis.Univers
 		return err
 	}
 	end := time.Now().UnixNano()
-	rec.add(section{Proc: proc, Owner: l.Owner(), Token: h.Token(), Start: start, End: end})
+	rec.add(section{Proc: proc, Owner: h.Owner(), Token: h.Token(), Start: start, End: end})
 	return h.Unlock(ctx)
 }
 
