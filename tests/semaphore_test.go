@@ -142,7 +142,7 @@ func TestExpiredPermitLetsAWaiterIn(t *testing.T) {
 	id, err := s.Acquire(ctx, 2*time.Second)
 	require.NoError(t, err)
 	require.NotEmpty(t, id)
-	score, err := rdb.ZScore(ctx, "redisson__timeout__set:{pes}", id).Result()
+	score, err := rdb.ZScore(ctx, "{pes}:timeout", permitMember(t, id)).Result()
 	require.NoError(t, err, "the permit is in Redisson's timeout set")
 	assert.Greater(t, score, float64(time.Now().UnixMilli()))
 
