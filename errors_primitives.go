@@ -8,9 +8,10 @@ import (
 	"github.com/actorlock/actorlock/actors"
 )
 
-// ErrPermitExpired: Release of a permit-expirable semaphore's permit whose
-// lease had run out. The permit went back to the pool (another holder may
-// have it now), so whatever it guarded was not protected to the end.
+// ErrPermitExpired: Release or UpdateLeaseTime of a permit-expirable
+// semaphore's permit that is not held: its lease had run out (it went back
+// to the pool and another holder may have it now, so whatever it guarded was
+// not protected to the end), or it was released already, or never taken.
 var ErrPermitExpired = actors.ErrPermitExpired
 
 // object is what the queue, semaphore and latch handles share: a name

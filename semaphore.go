@@ -111,11 +111,19 @@ func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
 // PermitExpirableSemaphore is a handle on a semaphore whose permits each
 // have an id and a lease (Redisson's RPermitExpirableSemaphore): a permit
 // not released within its lease returns to the pool by itself, so a holder
-// that dies gives its permits back. Keys: the STRING name (available
-// permits) and the ZSET redisson__timeout__set:{name} (permit id -> expiry).
-// Waiters wake on release messages, at the earliest permit expiry, and at
-// least every second. It is safe for concurrent use.
+// that dies gives its permits back. The layout is Redisson 4.x's, so Go and
+// Java holders reclaim each other's expired permits: the STRING name
+// (available permits) and the ZSET {name}:timeout (each permit id's 16 raw
+// bytes -> expiry ms); ids are given out as 32 hex digits, as Redisson's.
+// Permits an earlier actorlock kept in redisson__timeout__set:{name} are
+// still reclaimed and released. Waiters wake on release messages, at the
+// earliest permit expiry, and at least every second. It is safe for
+// concurrent use.
 type PermitExpirableSemaphore struct{ object }
+
+// MaxPermitsPerCall is the most permits one AcquirePermits, TryAcquirePermits
+// or Release handles: their ids travel in one script call.
+const MaxPermitsPerCall = actors.MaxPermitIDs
 
 // PermitExpirableSemaphore returns a handle on permit-expirable semaphore
 // name. A bad name is reported by the handle's methods as
@@ -140,37 +148,93 @@ func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64
 // ctx's error when ctx ends first (a permit obtained meanwhile is
 // released), ErrClosed, or a wrapped Redis error.
 func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Duration) (string, error) {
-	if err := nonNegative("lease", lease); err != nil {
+	ids, err := s.AcquirePermits(ctx, 1, lease)
+	if err != nil {
 		return "", err
 	}
-	res, err := acquirePermit(ctx, &s.object, true, 1, lease, false)
-	return res.PermitID, err
+	return ids[0], nil
+}
+
+// AcquirePermits waits until n permits are available and takes them at once
+// (never some of them), each with its own id and the same lease (0: no
+// expiry), as Redisson's acquire(permits, leaseTime). n must be 1 to
+// MaxPermitsPerCall. Errors as Acquire.
+func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, lease time.Duration) ([]string, error) {
+	if err := permitArgs(n, lease); err != nil {
+		return nil, err
+	}
+	res, err := acquirePermit(ctx, &s.object, true, n, lease, false)
+	if err != nil {
+		return nil, err
+	}
+	return res.PermitIDs, nil
 }
 
 // TryAcquire takes a permit if one is available now; ok reports whether it
 // did.
 func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Duration) (id string, ok bool, err error) {
-	if err := nonNegative("lease", lease); err != nil {
+	ids, ok, err := s.TryAcquirePermits(ctx, 1, lease)
+	if !ok {
 		return "", false, err
 	}
-	res, err := acquirePermit(ctx, &s.object, true, 1, lease, true)
-	return res.PermitID, res.Acquired, err
+	return ids[0], true, nil
 }
 
-// Release gives permit id back. It returns ErrPermitExpired if the permit's
-// lease had run out (it was back in the pool, or is now), which means the
-// work it guarded was not protected to the end.
-func (s *PermitExpirableSemaphore) Release(ctx context.Context, id string) error {
+// TryAcquirePermits takes n permits if that many are available now; ok
+// reports whether it did.
+func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int64, lease time.Duration) (ids []string, ok bool, err error) {
+	if err := permitArgs(n, lease); err != nil {
+		return nil, false, err
+	}
+	res, err := acquirePermit(ctx, &s.object, true, n, lease, true)
+	if err != nil || !res.Acquired {
+		return nil, false, err
+	}
+	return res.PermitIDs, true, nil
+}
+
+// Release gives permits ids back; every one still held returns to the pool
+// in one step. It returns ErrPermitExpired if any had run out of lease (it
+// was back in the pool, or is now: the work it guarded was not protected to
+// the end) or was not held (released already, or never taken), and
+// ErrInvalidArgument, releasing nothing, for no id, more than
+// MaxPermitsPerCall, an id given twice or one that is not 32 hex digits.
+func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) error {
 	if err := s.check(ctx); err != nil {
 		return err
-	}
-	if id == "" {
-		return fmt.Errorf("%w: empty permit id", ErrInvalidArgument)
 	}
 	env := s.env()
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
-	return actors.ReleasePermit(ctx, env, s.name, id, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+	return actors.ReleasePermit(ctx, env, s.name, ids, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+}
+
+// UpdateLeaseTime gives held permit id a new lease counted from now (0: no
+// expiry), as Redisson's updateLeaseTime: to keep a permit through work
+// longer than planned, call it well before the lease ends. It returns
+// ErrPermitExpired when the permit is not held (its lease ran out: it is
+// back in the pool and cannot be revived; or it was released, or never
+// taken) and ErrInvalidArgument for a malformed id or a negative lease.
+func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) error {
+	if err := s.check(ctx); err != nil {
+		return err
+	}
+	if err := nonNegative("lease", lease); err != nil {
+		return err
+	}
+	if err := actors.ValidatePermitIDs([]string{id}); err != nil {
+		return err
+	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	_, held, err := scripts.UpdatePermitLease(ctx, s.env().Redis, s.name, id, lease)
+	switch {
+	case err != nil:
+		return s.fail("semaphore update lease", err)
+	case !held:
+		return fmt.Errorf("%w: permit %q of %q is not held", ErrPermitExpired, id, s.name)
+	}
+	return nil
 }
 
 // Available is the number of permits available now, expired permits
@@ -184,6 +248,13 @@ func (s *PermitExpirableSemaphore) Available(ctx context.Context) (int64, error)
 		return 0, s.fail("semaphore available", err)
 	}
 	return n, nil
+}
+
+func permitArgs(n int64, lease time.Duration) error {
+	if n < 1 || n > MaxPermitsPerCall {
+		return fmt.Errorf("%w: permits %d, want 1 to %d", ErrInvalidArgument, n, MaxPermitsPerCall)
+	}
+	return nonNegative("lease", lease)
 }
 
 func positive(n int64) error {
@@ -252,7 +323,7 @@ func acquirePermit(ctx context.Context, o *object, expirable bool, n int64, leas
 		select {
 		case res := <-reply:
 			if res.Acquired {
-				giveBackPermits(ctx, o, expirable, n, res.PermitID)
+				giveBackPermits(ctx, o, expirable, n, res.PermitIDs)
 			}
 		case <-o.rt.done:
 		}
@@ -260,14 +331,14 @@ func acquirePermit(ctx context.Context, o *object, expirable bool, n int64, leas
 	}
 }
 
-func giveBackPermits(ctx context.Context, o *object, expirable bool, n int64, permitID string) {
+func giveBackPermits(ctx context.Context, o *object, expirable bool, n int64, permitIDs []string) {
 	env := o.env()
 	ctx, cancel := o.detached(ctx)
 	defer cancel()
 	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
 	var err error
 	if expirable {
-		err = actors.ReleasePermit(ctx, env, o.name, permitID, mark)
+		err = actors.ReleasePermit(ctx, env, o.name, permitIDs, mark)
 	} else {
 		err = actors.ReleasePermits(ctx, env, o.name, n, mark)
 	}

@@ -10,8 +10,8 @@ import (
 // re-exports them.
 var (
 	// ErrPermitExpired: a permit of a permit-expirable semaphore was
-	// released after its lease ran out (it went back to the pool when it
-	// expired, or at this release).
+	// released or renewed after its lease ran out (it went back to the pool
+	// when it expired, or at this release), or it was not held at all.
 	ErrPermitExpired = errors.New("actorlock: permit expired")
 )
 

@@ -19,6 +19,30 @@ import (
 // the head re-attempts at least this often.
 const SemRecheck = time.Second
 
+// MaxPermitIDs is the most permits of a permit-expirable semaphore one call
+// acquires or releases: their ids travel in one script call.
+const MaxPermitIDs = 1000
+
+// ValidatePermitIDs checks ids as a release or lease update receives them:
+// 1 to MaxPermitIDs distinct ids of 32 hex digits (Redisson's form).
+func ValidatePermitIDs(ids []string) error {
+	if len(ids) == 0 || len(ids) > MaxPermitIDs {
+		return fmt.Errorf("%w: %d permit ids, want 1 to %d", ErrInvalidArgument, len(ids), MaxPermitIDs)
+	}
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		raw, err := scripts.PermitIDBytes(id)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		if _, dup := seen[raw]; dup {
+			return fmt.Errorf("%w: permit id %q given twice", ErrInvalidArgument, id)
+		}
+		seen[raw] = struct{}{}
+	}
+	return nil
+}
+
 // semaphoreActor serves the Acquire waiters of one semaphore (or
 // permit-expirable semaphore) in this runtime, as the lock actor does for a
 // lock: a local FIFO whose head alone tries in Redis when something suggests
@@ -49,11 +73,11 @@ type semaphoreActor struct {
 
 type semReq struct {
 	waitEntry
-	n        int64
-	lease    time.Duration
-	tryOnce  bool
-	permitID string // expirable: chosen once, so re-attempts are idempotent
-	markID   string // plain: the marker of this request's take
+	n         int64
+	lease     time.Duration
+	tryOnce   bool
+	permitIDs []string // expirable: chosen once, so re-attempts are idempotent
+	markID    string   // plain: the marker of this request's take
 
 	reply chan<- SemResult
 }
@@ -134,9 +158,12 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 	case *Subscribed:
 		a.headReady = true
 	case *Published:
-		// The new count; a head needing more would be refused again.
+		// The new count; a head needing more would be refused again. The
+		// permit-expirable semaphore wakes on any message: Redisson's
+		// release of several ids and its addPermits publish how many
+		// permits came back, not the count.
 		if head := a.head(); head != nil {
-			if n, err := strconv.ParseInt(m.Payload, 10, 64); err != nil || n >= head.n {
+			if n, err := strconv.ParseInt(m.Payload, 10, 64); a.expirable || err != nil || n >= head.n {
 				a.headReady = true
 			}
 		}
@@ -168,7 +195,10 @@ func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time)
 		return
 	}
 	if a.expirable {
-		r.permitID = newPermitID()
+		r.permitIDs = make([]string, r.n)
+		for i := range r.permitIDs {
+			r.permitIDs[i] = newPermitID()
+		}
 	} else {
 		r.markID = a.env.NewRequestID()
 	}
@@ -218,7 +248,7 @@ func (a *semaphoreActor) attempt(op *semOp) {
 		var d semDone
 		d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
 			if expirable {
-				d.grant, err = scripts.AcquireExpirablePermit(ctx, env.Redis, name, r.permitID, r.lease)
+				d.grant, err = scripts.AcquireExpirablePermits(ctx, env.Redis, name, r.permitIDs, r.lease)
 				d.acquired = d.grant.Acquired
 			} else {
 				d.acquired, _, err = scripts.AcquirePermits(ctx, env.Redis, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
@@ -240,8 +270,8 @@ func (a *semaphoreActor) attempt(op *semOp) {
 	})
 }
 
-// undoAcquire gives back what request r may have taken: a permit id is
-// released (a no-op if never taken); plain permits are taken again under
+// undoAcquire gives back what request r may have taken: permit ids are
+// released (a no-op for ids never taken); plain permits are taken again under
 // the same marker (which answers "taken" without taking twice if the first
 // attempt took them) and then released, so the net effect is nothing.
 func undoAcquire(env *Env, name string, expirable bool, r *semReq) {
@@ -250,7 +280,7 @@ func undoAcquire(env *Env, name string, expirable bool, r *semReq) {
 		defer cancel()
 		var err error
 		if expirable {
-			err = ReleasePermit(ctx, env, name, r.permitID, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+			err = ReleasePermit(ctx, env, name, r.permitIDs, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
 			if err != nil && !isPermitExpired(err) {
 				env.Log.Error("actorlock: could not give back a permit nobody took", "semaphore", name, "error", err)
 			}
@@ -291,7 +321,7 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 	case d.acquired && r.answered:
 		undoAcquire(a.env, a.key.Name, a.expirable, r)
 	case d.acquired:
-		a.answer(ctx, r, SemResult{Acquired: true, PermitID: r.permitID, Expiry: d.grant.Expiry})
+		a.answer(ctx, r, SemResult{Acquired: true, PermitIDs: r.permitIDs, Expiry: d.grant.Expiry})
 		// The next waiter may get permits too.
 		a.headReady = true
 	case r.answered:
@@ -353,8 +383,12 @@ func (a *semaphoreActor) deliver(r *semReq, res SemResult) {
 	if err == nil && !res.Acquired {
 		err = ErrNotAcquired
 	}
+	var permitID string // messages take one permit at a time
+	if len(res.PermitIDs) > 0 {
+		permitID = res.PermitIDs[0]
+	}
 	a.env.System.Root.Send(r.from, &messages.SemaphoreAcquireResponse{
-		RequestId: r.protoID, Acquired: res.Acquired, PermitId: res.PermitID, Error: primitiveError(err),
+		RequestId: r.protoID, Acquired: res.Acquired, PermitId: permitID, Error: primitiveError(err),
 	})
 }
 

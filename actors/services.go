@@ -63,8 +63,8 @@ type (
 		ID   uint64
 	}
 
-	// SemAcquire takes N permits of semaphore Name (Expirable: one permit of
-	// the permit-expirable semaphore, for Lease; 0 never expires).
+	// SemAcquire takes N permits of semaphore Name (Expirable: of the
+	// permit-expirable semaphore, for Lease; 0 never expires).
 	SemAcquire struct {
 		Name      string
 		Expirable bool
@@ -103,10 +103,10 @@ type TakeResult struct {
 
 // SemResult answers SemAcquire.
 type SemResult struct {
-	Acquired bool
-	PermitID string // expirable only
-	Expiry   int64  // expirable only: server clock, Unix ms
-	Err      error
+	Acquired  bool
+	PermitIDs []string // expirable only: one per permit
+	Expiry    int64    // expirable only: server clock, Unix ms
+	Err       error
 }
 
 func semKind(expirable bool) SvcKind {
@@ -325,7 +325,7 @@ func (s *services) release(ctx actor.Context, m *messages.SemaphoreReleaseReques
 	env.goCall(nil, func(ctx context.Context) any {
 		var err error
 		if m.Expirable {
-			err = ReleasePermit(ctx, env, m.Name, m.PermitId, mark)
+			err = ReleasePermit(ctx, env, m.Name, []string{m.PermitId}, mark)
 		} else {
 			err = ReleasePermits(ctx, env, m.Name, m.Permits, mark)
 		}
@@ -347,19 +347,25 @@ func ReleasePermits(ctx context.Context, env *Env, name string, n int64, mark sc
 	return nil
 }
 
-// ReleasePermit releases permit id of permit-expirable semaphore name:
-// ErrPermitExpired when its lease had run out.
-func ReleasePermit(ctx context.Context, env *Env, name, id string, mark scripts.Marked) error {
+// ReleasePermit releases permits ids of permit-expirable semaphore name:
+// every one still recorded returns to the pool; ErrPermitExpired when any
+// had run out of lease or was not held, ErrInvalidArgument for a malformed
+// id (checked before anything is released).
+func ReleasePermit(ctx context.Context, env *Env, name string, ids []string, mark scripts.Marked) error {
+	if err := ValidatePermitIDs(ids); err != nil {
+		return err
+	}
 	var res scripts.PermitRelease
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		res, err = scripts.ReleaseExpirablePermit(ctx, env.Redis, name, id, mark)
+		res, err = scripts.ReleaseExpirablePermits(ctx, env.Redis, name, ids, mark)
 		return err
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("actorlock: release permit %q of %q: %w", id, name, err)
-	case res != scripts.PermitReleased:
-		return fmt.Errorf("%w: permit %q of %q", ErrPermitExpired, id, name)
+		return fmt.Errorf("actorlock: release permits %q of %q: %w", ids, name, err)
+	case res.Expired+res.Unknown > 0:
+		return fmt.Errorf("%w: permits %q of %q: %d had expired, %d were not held, %d released in time",
+			ErrPermitExpired, ids, name, res.Expired, res.Unknown, res.Released)
 	}
 	return nil
 }

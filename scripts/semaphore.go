@@ -3,14 +3,18 @@ package scripts
 import (
 	"context"
 	_ "embed"
+	"encoding/hex"
 	"fmt"
 	"time"
 )
 
-// Redisson's semaphore prefixes.
+// Redisson's semaphore prefix and suffix.
 const (
 	semaphoreChannelPrefix = "redisson_sc"
-	permitTimeoutPrefix    = "redisson__timeout__set"
+	permitTimeoutSuffix    = "timeout"
+	// legacyPermitTimeoutPrefix named the permit ZSET before actorlock used
+	// Redisson 4.x's layout; its permits are still reclaimed and released.
+	legacyPermitTimeoutPrefix = "redisson__timeout__set"
 )
 
 var (
@@ -30,6 +34,8 @@ var (
 	semaphoreExpirableReleaseLua string
 	//go:embed semaphore_expirable_available.lua
 	semaphoreExpirableAvailableLua string
+	//go:embed semaphore_expirable_update.lua
+	semaphoreExpirableUpdateLua string
 
 	semaphoreAcquire            = newScript(semaphoreAcquireLua)
 	semaphoreAdd                = newScript(semaphoreAddLua)
@@ -38,15 +44,38 @@ var (
 	semaphoreExpirableAcquire   = newScript(semaphoreExpirableLua, semaphoreExpirableAcquireLua)
 	semaphoreExpirableRelease   = newScript(semaphoreExpirableLua, semaphoreExpirableReleaseLua)
 	semaphoreExpirableAvailable = newScript(semaphoreExpirableLua, semaphoreExpirableAvailableLua)
+	semaphoreExpirableUpdate    = newScript(semaphoreExpirableLua, semaphoreExpirableUpdateLua)
 )
 
 // SemaphoreChannel carries a semaphore's new permit count whenever permits
 // are added or released (both semaphore kinds, as in Redisson).
 func SemaphoreChannel(name string) string { return prefixed(semaphoreChannelPrefix, name) }
 
-// PermitTimeoutKey is the ZSET of a permit-expirable semaphore's permits:
-// permit id -> expiry ms.
-func PermitTimeoutKey(name string) string { return prefixed(permitTimeoutPrefix, name) }
+// PermitTimeoutKey is the ZSET of a permit-expirable semaphore's permits
+// ({name}:timeout, as Redisson 4.x): the permit id's 16 raw bytes -> expiry
+// ms.
+func PermitTimeoutKey(name string) string { return suffixed(name, permitTimeoutSuffix) }
+
+// LegacyPermitTimeoutKey is where actorlock kept permits (32 hex chars ->
+// expiry ms) before it used Redisson 4.x's layout.
+func LegacyPermitTimeoutKey(name string) string { return prefixed(legacyPermitTimeoutPrefix, name) }
+
+// PermitNever is the expiry Redisson records for a permit without lease.
+const PermitNever = 922337203685477
+
+// PermitIDBytes is the ZSET member of permit id: its 32 hex chars (either
+// case) decoded to 16 bytes, as Redisson's ByteBufUtil.decodeHexDump does.
+func PermitIDBytes(id string) (string, error) {
+	b, err := hex.DecodeString(id)
+	if err != nil || len(b) != 16 {
+		return "", fmt.Errorf("permit id %q is not 32 hex digits", id)
+	}
+	return string(b), nil
+}
+
+func permitKeys(name string, more ...string) []string {
+	return append([]string{name, PermitTimeoutKey(name), LegacyPermitTimeoutKey(name)}, more...)
+}
 
 // Marked identifies one request that must take effect at most once: its id
 // names its marker, kept for TTL (at least the time over which the request
@@ -107,26 +136,38 @@ func DrainPermits(ctx context.Context, c Client, name string, m Marked) (int64, 
 	return v, nil
 }
 
-// PermitGrant is the outcome of AcquireExpirablePermit.
+// PermitGrant is the outcome of AcquireExpirablePermits.
 type PermitGrant struct {
 	Acquired bool
-	// Expiry is the permit's expiry (server clock, Unix ms) when acquired.
+	// Expiry is the permits' expiry (server clock, Unix ms; PermitNever
+	// without lease) when acquired.
 	Expiry int64
 	// Wait, when not acquired, is how long until the earliest permit held
 	// expires (server clock); negative when none will.
 	Wait time.Duration
 }
 
-// AcquireExpirablePermit takes one permit of permit-expirable semaphore name
-// under id, for lease (<= 0: without expiry), after returning expired
-// permits to the pool. A re-attempt with the same id does not take twice.
-func AcquireExpirablePermit(ctx context.Context, c Client, name, id string, lease time.Duration) (PermitGrant, error) {
+// AcquireExpirablePermits takes one permit per id (32 hex chars each, chosen
+// by the caller) of permit-expirable semaphore name, all or none, for lease
+// (<= 0: without expiry), after returning expired permits to the pool. A
+// re-attempt with the same ids does not take twice.
+func AcquireExpirablePermits(ctx context.Context, c Client, name string, ids []string, lease time.Duration) (PermitGrant, error) {
+	if len(ids) == 0 {
+		return PermitGrant{}, fmt.Errorf("scripts: no permit id")
+	}
 	leaseMs := int64(-1)
 	if lease > 0 {
 		leaseMs = ms(lease)
 	}
-	res, err := semaphoreExpirableAcquire.evalOnce(ctx, c,
-		[]string{name, PermitTimeoutKey(name)}, id, leaseMs, SemaphoreChannel(name))
+	args := []any{leaseMs, SemaphoreChannel(name)}
+	for _, id := range ids {
+		raw, err := PermitIDBytes(id)
+		if err != nil {
+			return PermitGrant{}, fmt.Errorf("scripts: %w", err)
+		}
+		args = append(args, raw)
+	}
+	res, err := semaphoreExpirableAcquire.evalOnce(ctx, c, permitKeys(name), args...)
 	if err != nil {
 		return PermitGrant{}, err
 	}
@@ -140,34 +181,64 @@ func AcquireExpirablePermit(ctx context.Context, c Client, name, id string, leas
 	return PermitGrant{Wait: pttl(v[1])}, nil
 }
 
-// PermitRelease is the outcome of ReleaseExpirablePermit.
-type PermitRelease int
+// PermitRelease is the outcome of ReleaseExpirablePermits: how many of the
+// ids were released within their lease, found past it (they returned to the
+// pool now), and not held at all (expired and returned already, released,
+// or never taken).
+type PermitRelease struct {
+	Released, Expired, Unknown int64
+}
 
-const (
-	PermitUnknown  PermitRelease = 0 // no such permit: expired and returned already, or never taken
-	PermitReleased PermitRelease = 1
-	PermitExpired  PermitRelease = 2 // it had expired; it returned to the pool now
-)
-
-// ReleaseExpirablePermit releases permit id of permit-expirable semaphore
-// name.
-func ReleaseExpirablePermit(ctx context.Context, c Client, name, id string, m Marked) (PermitRelease, error) {
-	res, err := semaphoreExpirableRelease.evalOnce(ctx, c,
-		[]string{name, PermitTimeoutKey(name), RequestKey(name, m.RequestID)}, id, SemaphoreChannel(name), ms(m.TTL))
+// ReleaseExpirablePermits releases permits ids (32 hex chars each) of
+// permit-expirable semaphore name: every id found returns to the pool.
+func ReleaseExpirablePermits(ctx context.Context, c Client, name string, ids []string, m Marked) (PermitRelease, error) {
+	args := []any{SemaphoreChannel(name), ms(m.TTL)}
+	for _, id := range ids {
+		raw, err := PermitIDBytes(id)
+		if err != nil {
+			return PermitRelease{}, fmt.Errorf("scripts: %w", err)
+		}
+		args = append(args, raw)
+	}
+	res, err := semaphoreExpirableRelease.evalOnce(ctx, c, permitKeys(name, RequestKey(name, m.RequestID)), args...)
 	if err != nil {
-		return 0, err
+		return PermitRelease{}, err
+	}
+	v, err := ints(res)
+	if err != nil || len(v) != 3 {
+		return PermitRelease{}, fmt.Errorf("scripts: unexpected permit release reply %v", res)
+	}
+	return PermitRelease{Released: v[0], Expired: v[1], Unknown: v[2]}, nil
+}
+
+// UpdatePermitLease gives held permit id of permit-expirable semaphore name
+// a new lease from now (<= 0: no expiry). It reports the new expiry (server
+// clock, Unix ms), or false when the permit is not held (it expired, was
+// released, or never taken). Safe to replay.
+func UpdatePermitLease(ctx context.Context, c Client, name, id string, lease time.Duration) (int64, bool, error) {
+	raw, err := PermitIDBytes(id)
+	if err != nil {
+		return 0, false, fmt.Errorf("scripts: %w", err)
+	}
+	leaseMs := int64(-1)
+	if lease > 0 {
+		leaseMs = ms(lease)
+	}
+	res, err := semaphoreExpirableUpdate.run(ctx, c, permitKeys(name), raw, leaseMs, SemaphoreChannel(name)).Result()
+	if err != nil {
+		return 0, false, err
 	}
 	v, ok := res.(int64)
-	if !ok || v < 0 || v > 2 {
-		return 0, fmt.Errorf("scripts: unexpected permit release reply %v", res)
+	if !ok {
+		return 0, false, fmt.Errorf("scripts: unexpected permit lease update reply %v", res)
 	}
-	return PermitRelease(v), nil
+	return v, v != 0, nil
 }
 
 // AvailableExpirablePermits returns expired permits of name to the pool and
 // returns the available count. Safe to replay.
 func AvailableExpirablePermits(ctx context.Context, c Client, name string) (int64, error) {
-	res, err := semaphoreExpirableAvailable.run(ctx, c, []string{name, PermitTimeoutKey(name)}, SemaphoreChannel(name)).Result()
+	res, err := semaphoreExpirableAvailable.run(ctx, c, permitKeys(name), SemaphoreChannel(name)).Result()
 	if err != nil {
 		return 0, err
 	}

@@ -1,31 +1,38 @@
--- Take one permit of a permit-expirable semaphore (after the
+-- Take permits of a permit-expirable semaphore, all or none (after the
 -- semaphore_expirable.lua prelude).
 -- KEYS[1] permits STRING <name>
--- KEYS[2] redisson__timeout__set:{name}  ZSET permit id -> expiry ms
--- ARGV[1] permit id (random, chosen by the caller)
--- ARGV[2] lease ms; <= 0: no expiry
--- ARGV[3] channel redisson_sc:{name}
--- Returns {1, expiry ms} when taken; {0, ms until the earliest permit
--- expires (-1: none will)} when none is available. A re-attempt finds its id
+-- KEYS[2] {<name>}:timeout                 ZSET raw permit id -> expiry ms
+-- KEYS[3] redisson__timeout__set:{<name>}  legacy ZSET, reclaimed only
+-- ARGV[1] lease ms; <= 0: no expiry
+-- ARGV[2] channel redisson_sc:{<name>}
+-- ARGV[3..] permit ids (16 random raw bytes each, chosen by the caller), one
+--   per permit wanted
+-- Returns {1, expiry ms} when taken; {0, ms until the earliest permit held
+-- expires (-1: none will)} when too few are available. As Redisson's
+-- tryAcquire, it first returns expired permits to the pool, and gives the
+-- timeout ZSET the TTL the permits key has. A re-attempt finds its first id
 -- in the ZSET and does not take twice.
 local now = now_ms()
-local held = redis.call('zscore', KEYS[2], ARGV[1])
+local held = redis.call('zscore', KEYS[2], ARGV[3])
 if held then
   return {1, tonumber(held)}
 end
-reclaim(KEYS[1], KEYS[2], ARGV[3], now)
+reclaim(KEYS[1], KEYS[2], KEYS[3], ARGV[2], now)
+local n = #ARGV - 2
 local available = tonumber(redis.call('get', KEYS[1]) or '0')
-if available >= 1 then
-  redis.call('decrby', KEYS[1], 1)
+if available >= n then
+  redis.call('decrby', KEYS[1], n)
   local expiry = forever
-  if tonumber(ARGV[2]) > 0 then
-    expiry = now + tonumber(ARGV[2])
+  if tonumber(ARGV[1]) > 0 then
+    expiry = now + tonumber(ARGV[1])
   end
-  redis.call('zadd', KEYS[2], expiry, ARGV[1])
+  for i = 3, #ARGV do
+    redis.call('zadd', KEYS[2], expiry, ARGV[i])
+  end
+  local ttl = redis.call('pttl', KEYS[1])
+  if ttl > 0 then
+    redis.call('pexpire', KEYS[2], ttl)
+  end
   return {1, expiry}
 end
-local head = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
-if head[1] and tonumber(head[2]) < forever then
-  return {0, math.max(tonumber(head[2]) - now, 0)}
-end
-return {0, -1}
+return {0, next_expiry(KEYS[2], KEYS[3], now)}

@@ -1,29 +1,45 @@
--- Release one permit of a permit-expirable semaphore (after the
+-- Release permits of a permit-expirable semaphore (after the
 -- semaphore_expirable.lua prelude).
 -- KEYS[1] permits STRING <name>
--- KEYS[2] redisson__timeout__set:{name}  ZSET permit id -> expiry ms
--- KEYS[3] request marker actorlock_request:{name}:<requestId>
--- ARGV[1] permit id
--- ARGV[2] channel redisson_sc:{name}
--- ARGV[3] marker TTL ms
--- Returns 1 released; 2 the permit had expired (it returns to the pool now);
--- 0 no such permit (expired and already returned, or never taken). A
--- re-attempt returns the first result.
-local prior = redis.call('get', KEYS[3])
+-- KEYS[2] {<name>}:timeout                 ZSET raw permit id -> expiry ms
+-- KEYS[3] redisson__timeout__set:{<name>}  legacy ZSET (hex ids)
+-- KEYS[4] request marker actorlock_request:{name}:<requestId>
+-- ARGV[1] channel redisson_sc:{<name>}
+-- ARGV[2] marker TTL ms
+-- ARGV[3..] raw permit ids
+-- Returns {released, expired, unknown}: permits released within their
+-- lease; permits found past their lease (they return to the pool now); ids
+-- not held (expired and reclaimed already, released, or never taken). Every
+-- id found goes back, and the new count is published, as Redisson's release
+-- does. A re-attempt returns the first result.
+local prior = redis.call('get', KEYS[4])
 if prior then
-  return tonumber(prior)
+  local r, e, u = string.match(prior, '^(%d+) (%d+) (%d+)$')
+  return {tonumber(r), tonumber(e), tonumber(u)}
 end
 local now = now_ms()
-local expiry = redis.call('zscore', KEYS[2], ARGV[1])
-local result = 0
-if expiry then
-  redis.call('zrem', KEYS[2], ARGV[1])
-  local count = redis.call('incrby', KEYS[1], 1)
-  redis.call(PUBLISH, ARGV[2], count)
-  result = 1
-  if tonumber(expiry) <= now then
-    result = 2
+local released, expired, unknown = 0, 0, 0
+for i = 3, #ARGV do
+  local set, id = KEYS[2], ARGV[i]
+  local expiry = redis.call('zscore', set, id)
+  if not expiry then
+    set, id = KEYS[3], hex(ARGV[i])
+    expiry = redis.call('zscore', set, id)
+  end
+  if not expiry then
+    unknown = unknown + 1
+  else
+    redis.call('zrem', set, id)
+    if tonumber(expiry) <= now then
+      expired = expired + 1
+    else
+      released = released + 1
+    end
   end
 end
-redis.call('set', KEYS[3], result, 'px', ARGV[3])
-return result
+if released + expired > 0 then
+  local count = redis.call('incrby', KEYS[1], released + expired)
+  redis.call(PUBLISH, ARGV[1], count)
+end
+redis.call('set', KEYS[4], released .. ' ' .. expired .. ' ' .. unknown, 'px', ARGV[2])
+return {released, expired, unknown}
