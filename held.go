@@ -34,13 +34,15 @@ func (h *Held) Name() string { return h.lock.key.Name }
 // re-entry, or the handle's WithOwner id.
 func (h *Held) Owner() string { return h.owner }
 
-// Token is this acquisition's fencing token: strictly increasing per lock
-// name, across processes and restarts. Pass it with every write to the
-// guarded resource, which must reject a token lower than the highest it has
-// seen: that stops a holder that lost the lock without knowing it. Values
-// are large: a name's counter starts from the Redis server's clock in
-// microseconds (about 1.8e15), so that it keeps increasing when the counter
-// is recreated; compare tokens, never assume they start at 1.
+// Token is this acquisition's fencing token: greater than every token
+// issued before for the lock name, by any process, any lock kind of the
+// name, or Redisson's RFencedLock, even after the counter was lost, expired,
+// or rolled back by a restart or a failover, as long as the Redis server's
+// clock does not step back. Pass it with every write to the guarded
+// resource, which must reject a token lower than the highest it has seen:
+// that stops a holder that lost the lock without knowing it. Values are
+// large: a token is at least the server's clock in microseconds (about
+// 1.8e15); compare tokens, never assume they start at 1 or are consecutive.
 func (h *Held) Token() int64 { return h.token }
 
 // Lease is the lease granted: the watchdog lease (renewed while held) or the

@@ -35,7 +35,6 @@ func defaultConfig() config {
 		watchdog:    30 * time.Second,
 		idleAfter:   10 * time.Second,
 		callTimeout: 10 * time.Second,
-		tokenTTL:    24 * time.Hour,
 		handoffs:    8,
 		fairWait:    5 * time.Minute,
 		replicaSync: actors.ReplicaSync{Attempts: 3},
@@ -122,12 +121,24 @@ func WithCallTimeout(d time.Duration) Option {
 	}
 }
 
-// WithFencingCounterTTL sets how long a lock name's fencing counter
-// (redisson_lock_token:{name}) lives once created; 0 keeps it forever. Tokens
-// keep increasing across an expired counter because a new one is seeded from
-// the Redis server's clock in microseconds (so tokens stay monotonic as long
-// as that clock does not step back). Default 24 h, so that short-lived names
-// do not leave a key behind forever.
+// WithFencingCounterTTL makes a lock name's fencing counter
+// (redisson_lock_token:{name}) expire d after the name's last acquisition.
+// Default 0: it never expires, as Redisson's RFencedLock keeps it.
+//
+// Our tokens rise either way: each is max(counter + 1, the Redis server's
+// clock in microseconds), so they survive a counter that expired, was lost
+// or rolled back (as long as that clock does not step back). What the TTL
+// changes:
+//   - Keys left behind: with no TTL, every name ever locked keeps its
+//     counter, one string key (about 100 bytes of Redis memory for a short
+//     name: 10 MB per 100k names); a released name leaves nothing else for
+//     long (its unlock latches expire after the call timeout). With many
+//     short-lived names, set a TTL.
+//   - Java and Go on one name: RFencedLock takes its token by INCR of the same
+//     counter. Kept, the counter carries our clock-based value, so Java's
+//     tokens follow ours in one rising sequence. Expired, RFencedLock starts
+//     again at 1: its tokens then fall below ours and a resource fenced by
+//     both refuses its writes. Do not set a TTL on names Redisson also locks.
 func WithFencingCounterTTL(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {

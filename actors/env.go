@@ -39,8 +39,8 @@ type Config struct {
 	IdleAfter time.Duration
 	// CallTimeout bounds one Redis call (retries included).
 	CallTimeout time.Duration
-	// TokenTTL is the fencing counter's expiry, set when the counter is
-	// created (seeded from the server clock); 0 keeps counters forever.
+	// TokenTTL is how long a fencing counter lives after the name's last
+	// acquisition; 0 sets no expiry (tokens rise either way).
 	TokenTTL time.Duration
 	// LatchTTL is how long an unlock's outcome is remembered for retries of
 	// the same request.

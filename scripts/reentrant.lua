@@ -2,11 +2,21 @@
 -- Redis Lua has no includes). Defines:
 --
 -- next_token(counter, ttl): the next fencing token of a lock name.
---   counter: redisson_lock_token:{name}; ttl: ms after seeding, 0 = never.
---   A missing counter is seeded from the server clock in microseconds, so
---   tokens keep increasing across a counter lost to a restart, a failover or
---   its own expiry (at most one acquisition per microsecond per name is
---   assumed, and a server clock that does not step backwards).
+--   counter: redisson_lock_token:{name}, holding the last token issued;
+--   ttl: ms the counter lives after this acquisition, 0 = none set.
+--   token = max(counter + 1, server clock in microseconds), stored back.
+--   Why it never goes back, whatever the counter's state (missing, expired,
+--   rolled back by a restart from an older RDB/AOF or by a failover to a
+--   lagging replica, re-created at 1 by Redisson's RFencedLock): a token we
+--   issue is the clock reading of its acquisition, or counter + 1 when the
+--   counter is ahead of the clock, and it can be ahead only by the
+--   acquisitions that came faster than one per microsecond. A stale counter
+--   is then beaten by the clock, which has moved on since any token it lost.
+--   Assumes: fewer than one acquisition per microsecond per name on average
+--   (one Redis runs one script at a time, each taking microseconds;
+--   RFencedLock's INCRs on top of ours count here too), and a server clock
+--   that never steps back (after a failover: the new master's clock is not
+--   behind the old one's; NTP slewing is fine, a stepped clock is not).
 --
 -- grant(lock, counter, owner, lease, seen, ttl): take or re-enter the lock.
 --   lock: the lock HASH (field <owner> = hold count); lease: ms;
@@ -15,20 +25,26 @@
 --   seen + 1 means the earlier attempt took effect, so it is not counted
 --   twice. Returns {1, holdCount, token} or {0, pttl of the holder}.
 local function next_token(counter, ttl)
-  local token = redis.call('incr', counter)
-  if token == 1 then
-    -- The counter was missing: continue from the server clock instead. Its
-    -- TTL is set only here: re-seeding after it expires keeps tokens
-    -- increasing, so a busy name need not refresh it on every acquisition.
-    local now = redis.call('time')
-    token = now[1] .. string.format('%06d', tonumber(now[2]))
-    if tonumber(ttl) > 0 then
-      redis.call('set', counter, token, 'px', ttl)
-    else
-      redis.call('set', counter, token)
-    end
+  local now = redis.call('time')
+  local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  -- tonumber: nil for a missing counter, or one that is not a number
+  -- (replaced rather than failing every acquisition of the name).
+  local last = tonumber(redis.call('get', counter))
+  local token
+  if last and last >= tonumber(clock) then
+    -- Ahead of the clock (a burst within one microsecond, or RFencedLock's
+    -- INCRs on top of ours): count on from it. INCR keeps integer precision.
+    token = redis.call('incr', counter)
+  else
+    -- The clock's digits as they came: a 16-digit Lua number could be
+    -- formatted in exponent form on its way to Redis.
+    redis.call('set', counter, clock)
+    token = tonumber(clock)
   end
-  return tonumber(token)
+  if tonumber(ttl) > 0 then
+    redis.call('pexpire', counter, ttl)
+  end
+  return token
 end
 
 local function grant(lock, counter, owner, lease, seen, ttl)

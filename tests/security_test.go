@@ -263,8 +263,12 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		ctx := ctxFor(t, 20*time.Second)
 		name := p + "lock"
 		a := rtA.Lock(name)
+		// A fencing counter ahead of the server clock (as RFencedLock's
+		// INCRs on top of ours leave it) is counted on by INCR.
+		require.NoError(t, admin.Set(ctx, tokenKey(name), "9000000000000000", 0).Err())
 		h1, err := a.Acquire(ctx)
 		require.NoError(t, err)
+		assert.EqualValues(t, 9000000000000001, h1.Token())
 		h2, err := a.Acquire(h1.Context())
 		require.NoError(t, err)
 		assert.Greater(t, h2.Token(), h1.Token(), "fencing tokens increase")
@@ -572,7 +576,7 @@ type probeEnv struct {
 // path fails.
 var aclProbes = map[string]aclProbe{
 	"~*": tryLock, "+evalsha": tryLock, "+eval": tryLock,
-	"+time": tryLock, "+incr": tryLock, "+set": tryLock, "+hset": tryLock, "+pexpire": tryLock,
+	"+time": tryLock, "+incr": tryLockCounterAhead, "+set": tryLock, "+hset": tryLock, "+pexpire": tryLock,
 	"&redisson_*": lockUnlock, "+publish": lockUnlock, "+get": lockUnlock,
 	"+del": lockUnlock, "+hget": lockUnlock,
 	"+subscribe": func(ctx context.Context, e probeEnv) error {
@@ -749,6 +753,15 @@ var aclProbes = map[string]aclProbe{
 func tryLock(ctx context.Context, e probeEnv) error {
 	_, err := e.rt.Lock(e.name).TryAcquire(ctx)
 	return err
+}
+
+// tryLockCounterAhead needs INCR: a fencing counter ahead of the server's
+// clock in microseconds is counted on, not reset to the clock.
+func tryLockCounterAhead(ctx context.Context, e probeEnv) error {
+	if err := e.admin.Set(ctx, tokenKey(e.name), "9000000000000000", 0).Err(); err != nil {
+		return err
+	}
+	return tryLock(ctx, e)
 }
 
 func lockUnlock(ctx context.Context, e probeEnv) error {

@@ -261,8 +261,9 @@ func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP) }
 // Resume continues a paused server (SIGCONT).
 func (s *Server) Resume() error { return s.signal(syscall.SIGCONT) }
 
-// Restart starts a stopped or killed server again on the same port; without
-// persistence it comes back empty.
+// Restart starts a stopped or killed server again on the same port, with
+// the data its Dir holds (the AOF if enabled, else a dump.rdb left by SAVE);
+// without persistence or a SAVE it comes back empty.
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	running := s.cmd != nil
@@ -274,6 +275,13 @@ func (s *Server) Restart() error {
 	}
 	return s.start()
 }
+
+// Dir is the server's working directory, where it writes its RDB snapshot
+// (dump.rdb) and AOF (appendonlydir/). Restart keeps it, so a server with
+// persistence comes back with what these files hold; replacing them while
+// the server is stopped restarts it from older data, as a crash that lost
+// the last writes or a restore from a backup would.
+func (s *Server) Dir() string { return s.dir }
 
 // Close kills the server if it runs and removes its directory.
 func (s *Server) Close() error {
