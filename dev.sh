@@ -29,6 +29,9 @@ test)
 	# Tests start their own redis-server processes on free loopback ports.
 	# They mostly wait (leases, wait times, fault injection), so more of them
 	# run at once than there are CPUs; their tolerances allow for it.
+	# This includes the README's quickstart, built and run from README.md
+	# (tests/readme_test.go), and every primitive in FIPS 140-only mode
+	# (tests/fips_test.go re-runs itself with GODEBUG=fips140=only).
 	go test -count=1 -parallel 4 ./...
 	go test -count=1 -parallel 4 -race ./...
 	# The benchmark module (peers redsync and bsm/redislock): a short smoke
