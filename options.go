@@ -25,6 +25,7 @@ type config struct {
 	replicaSync actors.ReplicaSync
 	remote      *RemoteConfig
 	name        string
+	keyPrefix   string
 	// shardedPubSub: nil asks the cluster.
 	shardedPubSub *bool
 	err           error

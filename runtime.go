@@ -59,6 +59,7 @@ type Runtime struct {
 	watchdog  time.Duration
 	remote    *remote.Remote // started by WithRemote; stopped by Close
 	gateway   *actor.PID     // the runtime's PID under its name (NamedPID)
+	keyPrefix string         // WithKeyPrefix
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -96,7 +97,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, done: make(chan struct{})}
+	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, done: make(chan struct{})}
 	if rt.sys == nil {
 		rt.sys = actor.NewActorSystem(
 			// protoactor logs at INFO to stderr by default; a library must not.
@@ -260,6 +261,7 @@ func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock
 }
 
 func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Lock {
+	name = rt.mapName(name)
 	l := &Lock{rt: rt, key: actors.LockKey{Kind: kind, Name: name}}
 	var lc lockConfig
 	for _, o := range opts {
