@@ -1,27 +1,3 @@
-// Package actorlock provides Redis-backed coordination primitives with
-// Redisson's semantics and Redis data layout, on a protoactor-go actor
-// runtime: a reentrant lock with a lease and a watchdog that renews it while
-// held, woken by pub/sub on unlock, and fencing tokens.
-//
-// A Go service creates one Runtime per process and Redis deployment and
-// guards work with it:
-//
-//	held, err := rt.Lock("orders:42").Acquire(ctx, actorlock.WaitTime(5*time.Second))
-//	if err != nil {
-//		return err
-//	}
-//	defer held.Unlock(context.WithoutCancel(ctx))
-//	return work(held.Context()) // cancelled if the lock is lost
-//
-// It is NOT safe to assume that a lock is held until Unlock: a lease can run
-// out while the process is paused, Redis can lose a lock in a failover (its
-// replication is asynchronous), and the network can fail. Stop work when
-// Done() closes, and pass Token() to the guarded resource so it can reject
-// the writes of a holder that lost the lock (see README.md).
-//
-// Actors in this or another process can lock by sending messages (package
-// messages) to Runtime.PID; actors of other processes reach it over
-// protoactor remote (WithRemote, NamedPID, KeeperProps).
 package actorlock
 
 import (
