@@ -34,6 +34,9 @@ test)
 	# (tests/fips_test.go re-runs itself with GODEBUG=fips140=only).
 	go test -count=1 -parallel 4 ./...
 	go test -count=1 -parallel 4 -race ./...
+	# Whether actorlock works on miniredis (it does not: tests/miniredis
+	# says why); a module of its own, so users do not inherit miniredis.
+	(cd tests/miniredis && go vet ./... && go test -count=1 ./...)
 	# The benchmark module (peers redsync and bsm/redislock): a short smoke
 	# run of every contender proves the harness still works.
 	if [ -f tests/bench/go.mod ]; then
