@@ -1,0 +1,178 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlock/actorlock"
+)
+
+func TestDoRunsUnderTheLockAndUnlocks(t *testing.T) {
+	t.Parallel()
+	_, _, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	l := rt.Lock("do")
+
+	var inside bool
+	err := l.Do(ctx, func(ctx context.Context) error {
+		inside = true
+		_, err := rt.Lock("do").TryAcquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrNotAcquired, "held while fn runs")
+		return nil
+	})
+	require.NoError(t, err)
+	assert.True(t, inside)
+	locked, err := l.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked, "unlocked after fn")
+
+	// fn's error comes back as is; the lock is released.
+	boom := errors.New("boom")
+	err = rt.Do(ctx, "do", func(context.Context) error { return boom })
+	assert.ErrorIs(t, err, boom)
+	locked, err = l.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked)
+
+	// A panic in fn still unlocks.
+	func() {
+		defer func() { assert.Equal(t, "fn panicked", recover()) }()
+		_ = l.Do(ctx, func(context.Context) error { panic("fn panicked") })
+	}()
+	locked, err = l.IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked, "unlocked after a panic")
+
+	// Lost while fn ran: fn's context ends with ErrLost, and Do reports it
+	// even though fn returned nil.
+	err = l.Do(ctx, func(ctx context.Context) error {
+		_, err := rt.Lock("do").ForceUnlock(context.WithoutCancel(ctx))
+		require.NoError(t, err)
+		select {
+		case <-ctx.Done():
+			assert.ErrorIs(t, context.Cause(ctx), actorlock.ErrLost)
+		case <-time.After(10 * time.Second):
+			t.Error("fn's context outlived the lock")
+		}
+		return nil
+	})
+	assert.ErrorIs(t, err, actorlock.ErrLost)
+
+	// Not acquired: fn does not run.
+	h, err := rt.Lock("do").Acquire(ctx)
+	require.NoError(t, err)
+	ran := false
+	err = l.Do(ctx, func(context.Context) error { ran = true; return nil }, actorlock.WaitTime(200*time.Millisecond))
+	assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
+	assert.False(t, ran)
+	require.NoError(t, h.Unlock(ctx))
+
+	assert.ErrorIs(t, l.Do(ctx, nil), actorlock.ErrInvalidArgument)
+}
+
+// Goroutines sharing one Locker exclude each other: unprotected
+// read-modify-writes under it lose no update and never overlap.
+func TestLockerExcludesLikeAMutex(t *testing.T) {
+	t.Parallel()
+	_, _, rt := setup(t)
+	var mu sync.Locker
+	mu, err := rt.Locker("locker")
+	require.NoError(t, err)
+
+	var counter, inside, overlaps atomic.Int64
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			for range 15 {
+				mu.Lock()
+				if inside.Add(1) > 1 {
+					overlaps.Add(1)
+				}
+				v := counter.Load()
+				time.Sleep(time.Millisecond)
+				counter.Store(v + 1)
+				inside.Add(-1)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int64(90), counter.Load(), "lost updates")
+	assert.Zero(t, overlaps.Load())
+	assert.NoError(t, mu.(*actorlock.Locker).Err())
+
+	_, err = rt.Locker("")
+	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
+	k, err := rt.Locker("locker")
+	require.NoError(t, err)
+	k.Unlock()
+	assert.ErrorIs(t, k.Err(), actorlock.ErrUnlocked, "Unlock without Lock")
+	assert.Nil(t, k.Context())
+	k.Lock()
+	require.NotNil(t, k.Context())
+	assert.NoError(t, k.Context().Err())
+	k.Unlock()
+	assert.NoError(t, k.Err())
+}
+
+// Lock waits through a Redis outage (Err says why meanwhile), and panics
+// with ErrClosed once the runtime is closed rather than let its caller run
+// unprotected.
+func TestLockerWaitsOutAnOutageAndRefusesAfterClose(t *testing.T) {
+	t.Parallel()
+	srv, rdb, _ := setup(t)
+	rt, err := actorlock.New(rdb, actorlock.WithCallTimeout(time.Second))
+	require.NoError(t, err)
+	k, err := rt.Locker("outage")
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Kill())
+	locked := make(chan struct{})
+	go func() { k.Lock(); close(locked) }()
+	require.Eventually(t, func() bool { return k.Err() != nil }, 10*time.Second, 10*time.Millisecond,
+		"Err reports the failing attempts")
+	select {
+	case <-locked:
+		t.Fatal("locked without Redis")
+	default:
+	}
+	require.NoError(t, srv.Restart())
+	select {
+	case <-locked:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Lock did not recover after Redis came back")
+	}
+	n, err := rdb.Exists(ctxFor(t, 5*time.Second), "outage").Result()
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "held in Redis")
+	k.Unlock()
+	require.NoError(t, k.Err())
+
+	ctx := ctxFor(t, 10*time.Second)
+	require.NoError(t, rt.Close(ctx))
+	defer func() {
+		err, _ := recover().(error)
+		assert.ErrorIs(t, err, actorlock.ErrClosed)
+	}()
+	k.Lock()
+	t.Error("Lock returned after Close")
+}
+
+// TryAcquire makes one attempt: a WaitTime is refused, not ignored.
+func TestTryAcquireRefusesWaitTime(t *testing.T) {
+	t.Parallel()
+	_, _, rt := setup(t)
+	ctx := ctxFor(t, 10*time.Second)
+	_, err := rt.Lock("try").TryAcquire(ctx, actorlock.WaitTime(time.Second))
+	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
+	locked, err := rt.Lock("try").IsLocked(ctx)
+	require.NoError(t, err)
+	assert.False(t, locked)
+}
