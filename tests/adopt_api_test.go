@@ -176,3 +176,80 @@ func TestTryAcquireRefusesWaitTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, locked)
 }
+
+// Extend keeps a LeaseTime hold past its first lease, in Redis and locally,
+// and the hold ends when the extended lease is over.
+func TestHeldExtendMovesTheLease(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	for _, l := range []*actorlock.Lock{rt.Lock("extend"), rt.FairLock("extend-fair")} {
+		h, err := l.Acquire(ctx, actorlock.LeaseTime(time.Second))
+		require.NoError(t, err)
+		time.Sleep(500 * time.Millisecond)
+		require.NoError(t, h.Extend(ctx, 3*time.Second))
+		extended := time.Now()
+		ttl, err := rdb.PTTL(ctx, l.Name()).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 2500*time.Millisecond, "%s: Redis has the new lease", l.Name())
+
+		// Never shortens.
+		require.NoError(t, h.Extend(ctx, 100*time.Millisecond))
+		ttl, err = rdb.PTTL(ctx, l.Name()).Result()
+		require.NoError(t, err)
+		assert.Greater(t, ttl, 2*time.Second, "%s: a shorter extension shortened the lease", l.Name())
+
+		time.Sleep(time.Second) // past the first lease
+		select {
+		case <-h.Done():
+			t.Fatalf("%s: lost at its first lease despite Extend: %v", l.Name(), h.Err())
+		default:
+		}
+		_, err = rt.Lock(l.Name()).TryAcquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrNotAcquired, "%s: taken over within the extended lease", l.Name())
+
+		select {
+		case <-h.Done():
+			assert.ErrorIs(t, h.Err(), actorlock.ErrLost)
+			since := time.Since(extended)
+			assert.Greater(t, since, 2800*time.Millisecond, "%s: lost before the extended lease was over", l.Name())
+			assert.Less(t, since, 4500*time.Millisecond, "%s", l.Name())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not lost when the extended lease ran out", l.Name())
+		}
+		assert.ErrorIs(t, h.Extend(ctx, time.Second), actorlock.ErrLost)
+	}
+}
+
+func TestHeldExtendRefusesWhatItCannotExtend(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+
+	watched, err := rt.Lock("watched").Acquire(ctx)
+	require.NoError(t, err)
+	assert.ErrorIs(t, watched.Extend(ctx, time.Minute), actorlock.ErrInvalidArgument, "the watchdog renews it")
+	require.NoError(t, watched.Unlock(ctx))
+	assert.ErrorIs(t, watched.Extend(ctx, time.Minute), actorlock.ErrUnlocked)
+
+	read, err := rt.ReadWriteLock("rw").ReadLocker().Acquire(ctx, actorlock.LeaseTime(5*time.Second))
+	require.NoError(t, err)
+	assert.ErrorIs(t, read.Extend(ctx, time.Minute), actorlock.ErrInvalidArgument)
+	require.NoError(t, read.Unlock(ctx))
+
+	h, err := rt.Lock("gone").Acquire(ctx, actorlock.LeaseTime(10*time.Second))
+	require.NoError(t, err)
+	assert.ErrorIs(t, h.Extend(ctx, 0), actorlock.ErrInvalidArgument)
+	// Deleted behind the runtime's back: Extend finds out, and the hold ends.
+	require.NoError(t, rdb.Del(ctx, "gone").Err())
+	assert.ErrorIs(t, h.Extend(ctx, time.Minute), actorlock.ErrLost)
+	select {
+	case <-h.Done():
+		assert.ErrorIs(t, h.Err(), actorlock.ErrLost)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hold outlived the lock Extend found gone")
+	}
+	n, err := rdb.Exists(ctx, "gone").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "Extend re-created the lock")
+}
