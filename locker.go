@@ -60,9 +60,11 @@ func (k *Locker) Lock() {
 	}
 }
 
-// Unlock releases the lock taken by Lock. Its errors (the lock was lost
-// meanwhile, Redis could not be reached after retries within the call
-// timeout, Unlock without Lock) are reported by Err.
+// Unlock releases the lock taken by Lock. A release Redis could not confirm
+// leaves the hold renewed, so Unlock tries again (after 100 ms, doubling up
+// to 2 s) until it succeeds or the hold ends: during an outage, at most
+// about a watchdog lease, after which the hold is lost. Its errors (the
+// lock was lost meanwhile, Unlock without Lock) are reported by Err.
 func (k *Locker) Unlock() {
 	k.mu.Lock()
 	held := k.held
@@ -71,8 +73,13 @@ func (k *Locker) Unlock() {
 	var err error
 	if held == nil {
 		err = fmt.Errorf("%w: Locker.Unlock %q without Lock", ErrUnlocked, k.name)
-	} else {
-		err = held.Unlock(context.Background())
+	}
+	if held != nil {
+		err = release(held, func(err error) {
+			k.mu.Lock()
+			k.err = err
+			k.mu.Unlock()
+		})
 	}
 	k.mu.Lock()
 	k.err = err

@@ -253,3 +253,36 @@ func TestHeldExtendRefusesWhatItCannotExtend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "Extend re-created the lock")
 }
+
+// An Unlock Redis cannot confirm leaves the hold held and renewed, so
+// Locker.Unlock (like Do) tries again until it goes through: the lock is
+// free once Redis answers again, not held by nobody.
+func TestLockerUnlockRetriesThroughAStall(t *testing.T) {
+	t.Parallel()
+	srv, rdb, _ := setup(t)
+	rt := newRuntime(t, rdb, actorlock.WithCallTimeout(time.Second))
+	k, err := rt.Locker("stall")
+	require.NoError(t, err)
+	k.Lock()
+
+	require.NoError(t, srv.Pause())
+	unlocked := make(chan struct{})
+	go func() { k.Unlock(); close(unlocked) }()
+	require.Eventually(t, func() bool { return k.Err() != nil }, 10*time.Second, 10*time.Millisecond,
+		"Err reports the failed release")
+	select {
+	case <-unlocked:
+		t.Fatalf("Unlock gave up while Redis was stalled: %v", k.Err())
+	case <-time.After(time.Second):
+	}
+	require.NoError(t, srv.Resume())
+	select {
+	case <-unlocked:
+	case <-time.After(15 * time.Second):
+		t.Fatal("Unlock did not go through once Redis answered")
+	}
+	assert.NoError(t, k.Err())
+	n, err := rdb.Exists(ctxFor(t, 5*time.Second), "stall").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the lock is free")
+}
