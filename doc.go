@@ -43,7 +43,8 @@
 //   - Runtime.CountDownLatch (RCountDownLatch).
 //   - The message protocol (package messages) for actors: send requests to
 //     Runtime.PID, or over protoactor remote to Runtime.NamedPID
-//     (WithRemote); keep a remote owner's locks alive with KeeperProps.
+//     (package remoting); keep a remote owner's locks alive with
+//     KeeperProps.
 //
 // Errors are sentinels for errors.Is (ErrNotAcquired, ErrNotOwner, ErrLost,
 // ErrClosed, ErrInvalidArgument, ...), and a cancelled context keeps its

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
@@ -33,9 +32,10 @@ type Runtime struct {
 	actors    *actors.Handle
 	id        string
 	watchdog  time.Duration
-	remote    *remote.Remote // started by WithRemote; stopped by Close
-	gateway   *actor.PID     // the runtime's PID under its name (NamedPID)
-	keyPrefix string         // WithKeyPrefix
+	// stopServer stops what remoting.WithRemote started; Close calls it.
+	stopServer func(context.Context) error
+	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
+	keyPrefix  string     // WithKeyPrefix
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -62,8 +62,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	if cfg.remote != nil && cfg.system != nil {
-		return nil, fmt.Errorf("%w: WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (RemoteOptions) and name the runtime's PID with WithName", ErrInvalidArgument)
+	if cfg.server != nil && cfg.system != nil {
+		return nil, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with WithName", ErrInvalidArgument)
 	}
 	cluster, err := setupCluster(rdb, &cfg)
 	if err != nil {
@@ -86,16 +86,14 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		rt.ownSystem = true
 	}
 	name := cfg.name
-	if cfg.remote != nil {
+	if cfg.server != nil {
 		// Before the actors, so that their PIDs carry the node's address.
-		r, err := startRemote(rt.sys, *cfg.remote)
-		if err != nil {
+		if err := rt.startServer(cfg.server); err != nil {
 			rt.sys.Shutdown()
 			return nil, err
 		}
-		rt.remote = r
 		if name == "" {
-			name = cfg.remote.Name
+			name = cfg.server.Name
 		}
 	}
 	rt.actors = actors.Start(actors.Config{
@@ -149,7 +147,7 @@ func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
 // goroutine of the runtime and waits for them, up to ctx, and stops the
-// remote that WithRemote started. It does not close the Redis client, nor
+// remote that remoting.WithRemote started. It does not close the Redis client, nor
 // an actor system given with WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) error {
@@ -167,10 +165,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 			}
 		}
 		close(rt.done)
-		if rt.remote != nil {
+		if rt.stopServer != nil {
 			// After the actors: their last replies and LockLosts to remote
 			// owners go out through it.
-			remoteErr = stopRemote(ctx, rt.remote)
+			remoteErr = rt.stopServer(ctx)
 		}
 		if rt.ownSystem {
 			rt.sys.Shutdown()
