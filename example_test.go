@@ -375,3 +375,102 @@ func ExampleKeeperProps() {
 	// acquired: true
 	// released: true
 }
+
+// Do acquires, runs the function under the hold's context and unlocks.
+func ExampleRuntime_Do() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	rt, err := actorlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close(ctx)
+
+	err = rt.Do(ctx, "example:nightly-report", func(ctx context.Context) error {
+		// ctx is cancelled if the lock is lost.
+		return rdb.Set(ctx, "example:nightly-report:done", "yes", time.Minute).Err()
+	}, actorlock.WaitTime(5*time.Second))
+	fmt.Println("report:", err)
+	// Output:
+	// report: <nil>
+}
+
+// A hold with a fixed lease can be extended while the work needs longer.
+func ExampleHeld_Extend() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	rt, err := actorlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close(ctx)
+
+	held, err := rt.Lock("example:import").Acquire(ctx, actorlock.LeaseTime(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	// ... the import turns out to be large:
+	fmt.Println("extend:", held.Extend(ctx, time.Minute))
+	ttl, _ := rt.Lock("example:import").RemainTTL(ctx)
+	fmt.Println("more than 10 s left:", ttl > 10*time.Second)
+	// Output:
+	// extend: <nil>
+	// more than 10 s left: true
+}
+
+// A Locker is a sync.Locker for code that takes one.
+func ExampleRuntime_Locker() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	rt, err := actorlock.New(rdb)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close(ctx)
+
+	mu, err := rt.Locker("example:locker")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	counter := 0
+	for range 4 {
+		wg.Go(func() {
+			mu.Lock()
+			counter++ // safe: goroutines sharing a Locker exclude each other
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	fmt.Println("counter:", counter, "unlock error:", mu.Err())
+	// Output:
+	// counter: 4 unlock error: <nil>
+}
+
+// WithKeyPrefix keeps an application's keys under its prefix on a shared
+// Redis, as Redisson's NameMapper does.
+func ExampleWithKeyPrefix() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
+	defer rdb.Close()
+	rt, err := actorlock.New(rdb, actorlock.WithKeyPrefix("example-app:"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rt.Close(ctx)
+
+	l := rt.Lock("orders:42")
+	held, err := l.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	n, _ := rdb.Exists(ctx, "example-app:orders:42").Result()
+	fmt.Println(l.Name(), "exists:", n == 1)
+	_ = held.Unlock(ctx)
+	// Output:
+	// example-app:orders:42 exists: true
+}

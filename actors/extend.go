@@ -26,6 +26,7 @@ func (m *Extend) lockKey() LockKey { return m.Key }
 // extendDone is the outcome of an Extend's script.
 type extendDone struct {
 	m      *Extend
+	count  int64 // the owner's hold count when the script was sent
 	sentAt time.Time
 	held   bool
 	err    error
@@ -59,9 +60,9 @@ func (a *lockActor) extend(m *Extend) {
 		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; the watchdog renews %q for this owner", ErrInvalidArgument, a.key.Name)
 		return
 	}
-	name, rdb := a.key.Name, a.env.Redis
+	name, rdb, count := a.key.Name, a.env.Redis, h.count
 	a.env.goCall(a.self, func(ctx context.Context) any {
-		d := &extendDone{m: m, sentAt: time.Now()}
+		d := &extendDone{m: m, count: count, sentAt: time.Now()}
 		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
 		return d
 	})
@@ -76,6 +77,13 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case d.err != nil:
 		d.m.Reply <- fmt.Errorf("actorlock: extend %q: %w", a.key.Name, d.err)
 	case g == nil:
+		if d.held && a.holds[d.m.Owner] == nil {
+			// The hold's local deadline passed while the script ran, a
+			// moment before Redis would have expired it, and the script
+			// extended it: give back what nobody here holds any more
+			// (when the count is still what it was).
+			a.undo(d.m.Owner, false, d.count)
+		}
 		d.m.Reply <- lostError("the hold ended during this extension")
 	case !d.held:
 		a.lost(ctx, h, "extending found the lock gone")
