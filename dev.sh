@@ -34,6 +34,8 @@ test)
 	# (tests/fips_test.go re-runs itself with GODEBUG=fips140=only).
 	go test -count=1 -parallel 4 ./...
 	go test -count=1 -parallel 4 -race ./...
+	# The examples once more in FIPS 140-only mode, where Go's SHA-1 panics.
+	GODEBUG=fips140=only go test -count=1 -run '^Example' .
 	# Whether actorlock works on miniredis (it does not: tests/miniredis
 	# says why); a module of its own, so users do not inherit miniredis.
 	(cd tests/miniredis && go vet ./... && go test -count=1 ./...)
