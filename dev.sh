@@ -29,8 +29,16 @@ test)
 	# Tests start their own redis-server processes on free loopback ports.
 	# They mostly wait (leases, wait times, fault injection), so more of them
 	# run at once than there are CPUs; their tolerances allow for it.
+	# This includes the README's quickstart, built and run from README.md
+	# (tests/readme_test.go), and every primitive in FIPS 140-only mode
+	# (tests/fips_test.go re-runs itself with GODEBUG=fips140=only).
 	go test -count=1 -parallel 4 ./...
 	go test -count=1 -parallel 4 -race ./...
+	# The examples once more in FIPS 140-only mode, where Go's SHA-1 panics.
+	GODEBUG=fips140=only go test -count=1 -run '^Example' .
+	# Whether actorlock works on miniredis (it does not: tests/miniredis
+	# says why); a module of its own, so users do not inherit miniredis.
+	(cd tests/miniredis && go vet ./... && go test -count=1 ./...)
 	# The benchmark module (peers redsync and bsm/redislock): a short smoke
 	# run of every contender proves the harness still works.
 	if [ -f tests/bench/go.mod ]; then

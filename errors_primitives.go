@@ -23,6 +23,7 @@ type object struct {
 }
 
 func (rt *Runtime) object(name string) object {
+	name = rt.mapName(name)
 	return object{rt: rt, name: name, err: actors.ValidateName(name)}
 }
 

@@ -76,8 +76,8 @@ func (l *Lock) Acquire(ctx context.Context, opts ...AcquireOption) (*Held, error
 }
 
 // TryAcquire makes a single attempt: it returns the Held, or ErrNotAcquired
-// if another owner holds the lock. LeaseTime applies; WaitTime does not (use
-// Acquire).
+// if another owner holds the lock. LeaseTime applies; WaitTime is refused
+// with ErrInvalidArgument (to wait, use Acquire with WaitTime).
 func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, error) {
 	return l.acquire(ctx, true, opts)
 }

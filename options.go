@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/ext"
 )
 
 // Option configures a Runtime.
@@ -23,8 +24,9 @@ type config struct {
 	handoffs    int
 	fairWait    time.Duration
 	replicaSync actors.ReplicaSync
-	remote      *RemoteConfig
+	server      *ext.Server // remoting.WithRemote
 	name        string
+	keyPrefix   string
 	// shardedPubSub: nil asks the cluster.
 	shardedPubSub *bool
 	err           error
@@ -75,7 +77,8 @@ func WithActorSystem(sys *actor.ActorSystem) Option {
 // WithName registers the runtime's PID under name in its actor system, so
 // that actors of other processes can address it as actor.NewPID(<node
 // address>, name) (see NamedPID). Use it when you run protoactor remote on
-// your own system (WithActorSystem); WithRemote names the PID itself.
+// your own system (WithActorSystem); remoting.WithRemote names the PID
+// itself.
 // Default: no name.
 func WithName(name string) Option {
 	return func(c *config) {

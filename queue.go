@@ -35,7 +35,7 @@ type DelayedQueue struct {
 func (rt *Runtime) DelayedQueue(name string) *DelayedQueue {
 	q := &DelayedQueue{object: rt.object(name)}
 	if q.err == nil && !rt.closed.Load() {
-		q.send(&actors.DelayedOpen{Name: name})
+		q.send(&actors.DelayedOpen{Name: q.name})
 	}
 	return q
 }

@@ -1,351 +1,52 @@
 package actorlock
 
 import (
-	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
-	"runtime"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
-
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/ext"
 )
 
-// RemoteConfig makes a runtime reachable by actors in other processes over
-// protoactor remote (gRPC). See WithRemote and the README's "Remote
-// actors".
-type RemoteConfig struct {
-	// Addr is the host:port the node listens on. Default "127.0.0.1:0":
-	// loopback, on a free port (RemoteAddress tells which). The host must
-	// be explicit: an empty or unspecified one (":8090", "0.0.0.0:8090",
-	// "[::]:8090") listens on every interface, and is refused unless
-	// AllInterfaces is set.
-	Addr string
-	// AllInterfaces allows an unspecified host in Addr. AdvertisedAddr is
-	// then required: peers need an address to reach this node at.
-	AllInterfaces bool
-	// AdvertisedAddr is the host:port peers reach this node at, when it
-	// differs from Addr (a container, a NAT, a proxy). It is the address in
-	// the node's PIDs, so it must lead to Addr, whose port must then be
-	// fixed, not 0. Default: the address listened on.
-	AdvertisedAddr string
-	// TLS, if set, encrypts the transport and authenticates both ends with
-	// certificates. Default: plaintext, which any process that can reach
-	// Addr may talk to.
-	TLS *RemoteTLS
-	// Name is the name the runtime's PID is registered under: peers send to
-	// actor.NewPID(<node address>, Name). Default "actorlock".
-	Name string
-}
-
-// DefaultRemoteName is the name a runtime started WithRemote registers its
-// PID under, unless RemoteConfig.Name says otherwise.
+// DefaultRemoteName is the name a runtime started with remoting.WithRemote
+// registers its PID under, unless remoting.Config.Name says otherwise.
 const DefaultRemoteName = "actorlock"
 
-// RemoteTLS is the mutual TLS of protoactor remote. Every node of a cluster
-// (the runtime's, and every process whose actors talk to it) serves gRPC
-// and dials the others, so each needs both configs: Server presents the
-// node's certificate and requires and verifies the peer's
-// (tls.RequireAndVerifyClientCert, ClientCAs); Client presents the same
-// certificate (Certificates) and verifies the peer's (RootCAs). Peers dial
-// the host of a PID's address, so a node's certificate must be valid for
-// the host it advertises (an IP SAN for an IP address) and for both server
-// and client authentication.
-type RemoteTLS struct {
-	Server *tls.Config
-	Client *tls.Config
-}
-
-func (t *RemoteTLS) check() error {
-	switch {
-	case t.Server == nil || t.Client == nil:
-		return fmt.Errorf("%w: remote TLS needs both a server and a client config", ErrInvalidArgument)
-	case t.Server.ClientAuth != tls.RequireAndVerifyClientCert:
-		// Otherwise any process that can reach the port may send requests,
-		// and stop or confuse actors through protoactor's system messages.
-		return fmt.Errorf("%w: remote TLS server config must require and verify client certificates (tls.RequireAndVerifyClientCert)", ErrInvalidArgument)
-	case len(t.Server.Certificates) == 0 && t.Server.GetCertificate == nil:
-		return fmt.Errorf("%w: remote TLS server config has no certificate", ErrInvalidArgument)
-	case len(t.Client.Certificates) == 0 && t.Client.GetClientCertificate == nil:
-		return fmt.Errorf("%w: remote TLS client config has no certificate, which peers require", ErrInvalidArgument)
-	case t.Client.InsecureSkipVerify:
-		return fmt.Errorf("%w: remote TLS client config must verify its peers (InsecureSkipVerify)", ErrInvalidArgument)
-	}
-	return nil
-}
-
-// WithRemote starts protoactor remote on the runtime's own actor system,
-// before its actors (so their PIDs carry the node's address), registers the
-// runtime's PID under rc.Name, and stops the remote at Close. It cannot be
-// combined with WithActorSystem: on your own system, configure and start
-// remote yourself (see RemoteOptions), and stop it yourself after Close;
-// WithName then gives the runtime's PID its well-known name.
-func WithRemote(rc RemoteConfig) Option {
-	return func(c *config) {
-		if _, _, err := rc.listenAddr(); err != nil {
-			c.invalid("%v", err)
-			return
-		}
-		if rc.TLS != nil {
-			if err := rc.TLS.check(); err != nil {
-				c.invalid("%v", err)
+func init() {
+	ext.Option = func(s ext.Server) any {
+		return Option(func(c *config) {
+			if s.Err != nil {
+				if c.err == nil {
+					c.err = s.Err
+				}
 				return
 			}
-		}
-		if rc.Name == "" {
-			rc.Name = DefaultRemoteName
-		}
-		c.remote = &rc
+			c.server = &s
+		})
 	}
 }
 
-// listenAddr is the host (bracketed if IPv6: protoactor joins host and port
-// with a bare colon) and port to listen on.
-func (rc RemoteConfig) listenAddr() (string, int, error) {
-	addr := rc.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	host, p, err := net.SplitHostPort(addr)
+// startServer starts the server of remoting.WithRemote on the runtime's
+// system and keeps what stops it.
+func (rt *Runtime) startServer(s *ext.Server) error {
+	stop, err := s.Start(rt.sys)
 	if err != nil {
-		return "", 0, fmt.Errorf("remote address %q: %w", addr, err)
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("remote address %q: bad port", addr)
-	}
-	ip := net.ParseIP(host)
-	everywhere := host == "" || (ip != nil && ip.IsUnspecified())
-	switch {
-	case everywhere && !rc.AllInterfaces:
-		return "", 0, fmt.Errorf("remote address %q listens on every interface; name one (\"127.0.0.1:0\"), or set AllInterfaces", addr)
-	case everywhere && rc.AdvertisedAddr == "":
-		return "", 0, fmt.Errorf("remote address %q listens on every interface: set AdvertisedAddr, the address peers reach this node at", addr)
-	case rc.AdvertisedAddr != "" && port == 0:
-		return "", 0, fmt.Errorf("remote AdvertisedAddr %q needs a fixed port in Addr, not 0", rc.AdvertisedAddr)
-	}
-	if rc.AdvertisedAddr != "" {
-		if _, _, err := net.SplitHostPort(rc.AdvertisedAddr); err != nil {
-			return "", 0, fmt.Errorf("remote AdvertisedAddr %q: %w", rc.AdvertisedAddr, err)
-		}
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	return host, port, nil
-}
-
-// RemoteOptions are the protoactor remote options for an actor system that
-// talks to actorlock runtimes, or serves one: remote.Configure(host, port,
-// opts...). tlsCfg nil means plaintext. They also harden the node's gRPC
-// server against its peers (see filterStream): protoactor remote lets any
-// connected peer stop any actor whose id it knows, and crashes the process
-// on some malformed input. WithRemote uses them.
-func RemoteOptions(sys *actor.ActorSystem, tlsCfg *RemoteTLS) ([]remote.ConfigOption, error) {
-	if sys == nil {
-		return nil, fmt.Errorf("%w: nil actor system", ErrInvalidArgument)
-	}
-	server := []grpc.ServerOption{
-		grpc.ChainStreamInterceptor(filterStream(sys)),
-		grpc.ChainUnaryInterceptor(refuseUnary),
-	}
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	if tlsCfg != nil {
-		if err := tlsCfg.check(); err != nil {
-			return nil, err
-		}
-		server = append(server, grpc.Creds(credentials.NewTLS(tlsCfg.Server.Clone())))
-		dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg.Client.Clone()))}
-	}
-	return []remote.ConfigOption{remote.WithServerOptions(server...), remote.WithDialOptions(dial...)}, nil
-}
-
-// refuseUnary answers protoactor's unary RPCs (ListProcesses,
-// GetProcessDiagnostics), which it implements with panic("implement me"):
-// an unrecovered panic in a gRPC handler would kill the process.
-func refuseUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler) (any, error) {
-	return nil, status.Error(codes.Unimplemented, "actorlock: not served")
-}
-
-// filterStream drops, from every batch a peer sends, the envelopes that
-// protoactor would act on unchecked:
-//   - Stop and PoisonPill: they stop whatever actor they name (a lock
-//     actor stopping releases every lock it serves, the manager's stop
-//     disables the runtime);
-//   - a Terminated naming an actor of this node: only this node knows when
-//     its own actors stop, and the manager would otherwise forget a live
-//     lock actor;
-//   - anything not serialized as protobuf (protoactor's JSON serializer
-//     turns unknown types into untyped payloads);
-//   - envelopes whose indexes fall outside the batch's tables, on which
-//     protoactor's reader panics and kills the process.
-func filterStream(sys *actor.ActorSystem) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return handler(srv, &filteredStream{ServerStream: ss, sys: sys})
-	}
-}
-
-type filteredStream struct {
-	grpc.ServerStream
-	sys *actor.ActorSystem
-}
-
-func (s *filteredStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if rm, ok := m.(*remote.RemoteMessage); ok {
-		if b := rm.GetMessageBatch(); b != nil {
-			b.Envelopes = slices.DeleteFunc(b.Envelopes, func(e *remote.MessageEnvelope) bool { return !s.admit(b, e) })
-		}
-	}
+	rt.stopServer = stop
 	return nil
-}
-
-// protobufSerializer is protoactor remote's serializer id of protobuf.
-const protobufSerializer = 0
-
-func (s *filteredStream) admit(b *remote.MessageBatch, e *remote.MessageEnvelope) bool {
-	switch {
-	case e == nil, e.SerializerId != protobufSerializer,
-		e.TypeId < 0 || int(e.TypeId) >= len(b.TypeNames),
-		e.Target < 0 || int(e.Target) >= len(b.Targets),
-		e.Sender < 0 || int(e.Sender) > len(b.Senders),
-		e.Sender > 0 && b.Senders[e.Sender-1] == nil:
-		return false
-	}
-	switch b.TypeNames[e.TypeId] {
-	case stopType, poisonType:
-		return false
-	case terminatedType:
-		var t actor.Terminated
-		if proto.Unmarshal(e.MessageData, &t) != nil || t.Who == nil {
-			return false
-		}
-		return t.Who.Address != s.sys.Address() && t.Who.Address != "nonhost"
-	}
-	return true
-}
-
-var (
-	stopType       = string(proto.MessageName(&actor.Stop{}))
-	poisonType     = string(proto.MessageName(&actor.PoisonPill{}))
-	terminatedType = string(proto.MessageName(&actor.Terminated{}))
-)
-
-// startRemote starts protoactor remote on sys as rc says.
-func startRemote(sys *actor.ActorSystem, rc RemoteConfig) (r *remote.Remote, err error) {
-	host, port, err := rc.listenAddr()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	opts, err := RemoteOptions(sys, rc.TLS)
-	if err != nil {
-		return nil, err
-	}
-	if rc.AdvertisedAddr != "" {
-		opts = append(opts, remote.WithAdvertisedHost(rc.AdvertisedAddr))
-	}
-	// protoactor dials a peer it must send to up to MaxRetryCount times,
-	// sleeping 2 s after each failure inside the connection's actor, which
-	// Close must wait for. A peer that cannot be reached gains nothing from
-	// 5 attempts (its requests come in on its own connection, and its
-	// renewals decide whether it keeps its locks): 2 bound that wait to 4 s.
-	opts = append(opts, func(c *remote.Config) { c.MaxRetryCount = 2 })
-	r = remote.NewRemote(sys, remote.Configure(host, port, opts...))
-	// protoactor panics when it cannot listen (the port is taken, the host
-	// is not ours): that is an error here, not a crash.
-	defer func() {
-		if p := recover(); p != nil {
-			r, err = nil, fmt.Errorf("actorlock: start remote on %s:%d: %v", host, port, p)
-		}
-	}()
-	r.Start()
-	return r, nil
-}
-
-// remoteDrainTime bounds the graceful part of stopping the remote: peers
-// are told to disconnect, and the server waits for their streams to end. A
-// frozen or vanished peer never ends its stream, so after this the server
-// is stopped hard.
-const remoteDrainTime = time.Second
-
-// remoteShutdowner is the part of *remote.Remote that stopRemote uses.
-type remoteShutdowner interface{ Shutdown(graceful bool) }
-
-// stopRemote stops r, gracefully for up to remoteDrainTime (or ctx), then
-// hard; it returns once protoactor's endpoints and gRPC server are down,
-// or with an error when ctx ends first.
-func stopRemote(ctx context.Context, r remoteShutdowner) error {
-	done := make(chan struct{})
-	var panicErr error
-	go func() {
-		defer close(done)
-		defer func() {
-			if p := recover(); p != nil {
-				// The endpoint actors were stopped before the panic could
-				// happen; what the graceful path skipped is telling the
-				// remaining peers and draining their streams. Cut them.
-				r.Shutdown(false)
-				if !isShutdownRace(p) {
-					panicErr = fmt.Errorf("actorlock: close: stopping remote: panic: %v", p)
-				}
-			}
-		}()
-		r.Shutdown(true)
-	}()
-	bound := time.NewTimer(remoteDrainTime)
-	defer bound.Stop()
-	select {
-	case <-done:
-		return panicErr
-	case <-bound.C:
-	case <-ctx.Done():
-	}
-	// gRPC allows Stop during GracefulStop: it cuts the remaining streams.
-	r.Shutdown(false)
-	select {
-	case <-done:
-		return panicErr
-	case <-ctx.Done():
-		return fmt.Errorf("actorlock: close: stopping remote: %w", context.Cause(ctx))
-	}
-}
-
-// isShutdownRace tells the panic of a protoactor remote race from others:
-// a graceful Shutdown sends a disconnect notice on each inbound stream's
-// channel, which the stream's reader closes when the stream ends (a peer
-// leaving, or killed) a moment before removing it from the set Shutdown
-// ranges over. A stream ending in that moment panics Shutdown with a send
-// on a closed channel; nothing is corrupted, the peer is already gone.
-func isShutdownRace(p any) bool {
-	err, ok := p.(runtime.Error)
-	return ok && err.Error() == "send on closed channel"
 }
 
 // RemoteAddress is the address actors of other processes reach the runtime
-// at (host:port), or "" when it has no remote.
+// at (host:port), or "" when it was not started with remoting.WithRemote.
 func (rt *Runtime) RemoteAddress() string {
-	if rt.remote == nil {
+	if rt.stopServer == nil {
 		return ""
 	}
 	return rt.sys.Address()
 }
 
-// NamedPID is the runtime's PID under its well-known name (WithRemote's
-// RemoteConfig.Name, or WithName), as actors of other processes address it:
+// NamedPID is the runtime's PID under its well-known name (remoting.Config's
+// Name, or WithName), as actors of other processes address it:
 // actor.NewPID(<node address>, name). Nil when it has no name.
 func (rt *Runtime) NamedPID() *actor.PID {
 	if rt.gateway == nil {

@@ -1,31 +1,3 @@
-// Package actorlock provides Redis-backed coordination primitives with
-// Redisson's semantics and Redis data layout, on a protoactor-go actor
-// runtime: a reentrant lock with a lease and a watchdog that renews it while
-// held, woken by pub/sub on unlock, and fencing tokens.
-//
-// A Go service creates one Runtime per process and Redis deployment and
-// guards work with it:
-//
-//	held, err := rt.Lock("orders:42").Acquire(ctx, actorlock.WaitTime(5*time.Second))
-//	if err != nil {
-//		return err
-//	}
-//	defer held.Unlock(context.WithoutCancel(ctx))
-//	return work(held.Context()) // cancelled if the lock is lost
-//
-// A handle may be shared between goroutines like a sync.Mutex: acquisitions
-// through it exclude each other, unless one's ctx descends from the
-// Held.Context() of another, which it then re-enters.
-//
-// It is NOT safe to assume that a lock is held until Unlock: a lease can run
-// out while the process is paused, Redis can lose a lock in a failover (its
-// replication is asynchronous), and the network can fail. Stop work when
-// Done() closes, and pass Token() to the guarded resource so it can reject
-// the writes of a holder that lost the lock (see README.md).
-//
-// Actors in this or another process can lock by sending messages (package
-// messages) to Runtime.PID; actors of other processes reach it over
-// protoactor remote (WithRemote, NamedPID, KeeperProps).
 package actorlock
 
 import (
@@ -42,7 +14,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/remote"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
@@ -61,8 +32,10 @@ type Runtime struct {
 	actors    *actors.Handle
 	id        string
 	watchdog  time.Duration
-	remote    *remote.Remote // started by WithRemote; stopped by Close
-	gateway   *actor.PID     // the runtime's PID under its name (NamedPID)
+	// stopServer stops what remoting.WithRemote started; Close calls it.
+	stopServer func(context.Context) error
+	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
+	keyPrefix  string     // WithKeyPrefix
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -89,8 +62,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if cfg.err != nil {
 		return nil, cfg.err
 	}
-	if cfg.remote != nil && cfg.system != nil {
-		return nil, fmt.Errorf("%w: WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (RemoteOptions) and name the runtime's PID with WithName", ErrInvalidArgument)
+	if cfg.server != nil && cfg.system != nil {
+		return nil, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with WithName", ErrInvalidArgument)
 	}
 	cluster, err := setupCluster(rdb, &cfg)
 	if err != nil {
@@ -100,7 +73,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, done: make(chan struct{})}
+	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, done: make(chan struct{})}
 	if rt.sys == nil {
 		rt.sys = actor.NewActorSystem(
 			// protoactor logs at INFO to stderr by default; a library must not.
@@ -113,16 +86,14 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		rt.ownSystem = true
 	}
 	name := cfg.name
-	if cfg.remote != nil {
+	if cfg.server != nil {
 		// Before the actors, so that their PIDs carry the node's address.
-		r, err := startRemote(rt.sys, *cfg.remote)
-		if err != nil {
+		if err := rt.startServer(cfg.server); err != nil {
 			rt.sys.Shutdown()
 			return nil, err
 		}
-		rt.remote = r
 		if name == "" {
-			name = cfg.remote.Name
+			name = cfg.server.Name
 		}
 	}
 	rt.actors = actors.Start(actors.Config{
@@ -176,7 +147,7 @@ func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
 // goroutine of the runtime and waits for them, up to ctx, and stops the
-// remote that WithRemote started. It does not close the Redis client, nor
+// remote that remoting.WithRemote started. It does not close the Redis client, nor
 // an actor system given with WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) error {
@@ -194,10 +165,10 @@ func (rt *Runtime) Close(ctx context.Context) error {
 			}
 		}
 		close(rt.done)
-		if rt.remote != nil {
+		if rt.stopServer != nil {
 			// After the actors: their last replies and LockLosts to remote
 			// owners go out through it.
-			remoteErr = stopRemote(ctx, rt.remote)
+			remoteErr = rt.stopServer(ctx)
 		}
 		if rt.ownSystem {
 			rt.sys.Shutdown()
@@ -267,6 +238,7 @@ func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock
 }
 
 func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Lock {
+	name = rt.mapName(name)
 	l := &Lock{rt: rt, key: actors.LockKey{Kind: kind, Name: name}}
 	var lc lockConfig
 	for _, o := range opts {

@@ -311,6 +311,8 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.renewMessage(ctx, m)
 	case *ForceUnlock:
 		a.ops = append(a.ops, &op{kind: opForce, write: m.Key.Kind == messages.Kind_KIND_WRITE, onForce: m.Reply})
+	case *Extend, *extendDone:
+		a.onExtend(ctx, m)
 	case *opDone:
 		a.done(ctx, m)
 	case *waiterDeadline:

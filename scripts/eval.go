@@ -4,6 +4,7 @@ package scripts
 
 import (
 	"context"
+	"crypto/fips140"
 	_ "embed"
 	"strconv"
 	"strings"
@@ -42,16 +43,26 @@ type variant struct {
 	src string
 }
 
+// newVariant hashes src for EVALSHA. In FIPS 140-only mode
+// (GODEBUG=fips140=only) Go's SHA-1 panics, which at package init would crash
+// every program importing actorlock: there the server computes the hash
+// instead (SCRIPT LOAD on first use; the ACL user then needs +script|load).
+func newVariant(src string) variant {
+	if fips140.Enforced() {
+		return variant{Script: redis.NewScriptServerSHA(src), src: src}
+	}
+	return variant{Script: redis.NewScript(src), src: src}
+}
+
 func newScript(parts ...string) script {
 	var body string
 	for _, p := range parts {
 		body += p
 	}
-	compile := func(src string) variant { return variant{Script: redis.NewScript(src), src: src} }
-	s := script{plain: compile("local PUBLISH = 'publish'\n" + body)}
+	s := script{plain: newVariant("local PUBLISH = 'publish'\n" + body)}
 	s.sharded = s.plain
 	if strings.Contains(body, "PUBLISH") {
-		s.sharded = compile("local PUBLISH = 'spublish'\n" + body)
+		s.sharded = newVariant("local PUBLISH = 'spublish'\n" + body)
 	}
 	return s
 }
@@ -84,13 +95,34 @@ func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *
 // replay it.
 func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...any) (any, error) {
 	v := s.variantFor(c)
-	cmd := redis.NewCmd(ctx, evalArgs("evalsha", v.Hash(), keys, args)...)
-	_ = c.Process(ctx, onceCmd{cmd})
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	hash := v.Hash()
+	if hash == "" {
+		// Hashed by the server (FIPS mode), not loaded yet. If SCRIPT LOAD
+		// fails, EVAL below still runs the script.
+		_ = v.Load(ctx, c).Err()
+		hash = v.Hash()
+	}
+	var cmd *redis.Cmd
+	if hash != "" {
+		cmd = redis.NewCmd(ctx, evalArgs("evalsha", hash, keys, args)...)
+		_ = c.Process(ctx, onceCmd{cmd})
+	}
+	if cmd == nil || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = redis.NewCmd(ctx, evalArgs("eval", v.src, keys, args)...)
 		_ = c.Process(ctx, onceCmd{cmd})
 	}
 	return cmd.Result()
+}
+
+// queue puts one call of s on pipe by EVALSHA (the caller handles NOSCRIPT),
+// or by EVAL while a server-hashed script (FIPS mode) has no hash yet: a
+// pipeline cannot wait for SCRIPT LOAD's answer.
+func (s script) queue(ctx context.Context, pipe redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	v := s.variantFor(pipe)
+	if hash := v.Hash(); hash != "" {
+		return pipe.EvalSha(ctx, hash, keys, args...)
+	}
+	return pipe.Eval(ctx, v.src, keys, args...)
 }
 
 func evalArgs(verb, body string, keys []string, args []any) []any {

@@ -161,7 +161,7 @@ type Renewal struct {
 // Read the result with RenewResult.
 func RenewLocks(ctx context.Context, pipe redis.Pipeliner, lease time.Duration, batch []Renewal) *redis.Cmd {
 	keys, args := renewArgs(lease, batch)
-	return lockRenew.variantFor(pipe).EvalSha(ctx, pipe, keys, args...)
+	return lockRenew.queue(ctx, pipe, keys, args...)
 }
 
 // RetryRenewLocks re-runs one renewal call outside a pipeline, loading the

@@ -105,7 +105,7 @@ type RWRenewal struct {
 // read-write locks that share a hash slot. Read it with RenewResult.
 func RenewRW(ctx context.Context, pipe redis.Pipeliner, lease time.Duration, batch []RWRenewal) *redis.Cmd {
 	keys, args := rwRenewArgs(lease, batch)
-	return rwRenew.variantFor(pipe).EvalSha(ctx, pipe, keys, args...)
+	return rwRenew.queue(ctx, pipe, keys, args...)
 }
 
 // RetryRenewRW re-runs one renewal call outside a pipeline (after NOSCRIPT).

@@ -23,6 +23,7 @@ import (
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/remoting"
 )
 
 // The remote tests run owners in child processes (workers_remote_test.go)
@@ -36,7 +37,7 @@ import (
 // 127.0.0.1 with watchdog lease lease.
 func remoteSetup(t *testing.T, lease time.Duration, opts ...actorlock.Option) (*redisserver.Server, *redis.Client, *actorlock.Runtime) {
 	t.Helper()
-	opts = append([]actorlock.Option{actorlock.WithWatchdog(lease), actorlock.WithRemote(actorlock.RemoteConfig{})}, opts...)
+	opts = append([]actorlock.Option{actorlock.WithWatchdog(lease), remoting.WithRemote(remoting.Config{})}, opts...)
 	srv, rdb, rt := setup(t, opts...)
 	require.NotEmpty(t, rt.RemoteAddress())
 	require.True(t, strings.HasPrefix(rt.RemoteAddress(), "127.0.0.1:"), "loopback by default: %s", rt.RemoteAddress())
@@ -155,7 +156,7 @@ func TestRemoteOwnerBehindACutNetworkLosesItsLockAfterTheLease(t *testing.T) {
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	toRuntime := startCutProxy(t, listen)
 	srv, rdb, rt := setup(t, actorlock.WithWatchdog(lease),
-		actorlock.WithRemote(actorlock.RemoteConfig{Addr: listen, AdvertisedAddr: toRuntime.Addr()}))
+		remoting.WithRemote(remoting.Config{Addr: listen, AdvertisedAddr: toRuntime.Addr()}))
 	require.Equal(t, toRuntime.Addr(), rt.RemoteAddress())
 	ownerPort, err := redisserver.FreePort()
 	require.NoError(t, err)
@@ -352,12 +353,12 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 	rogueCert, err := tls.LoadX509KeyPair(rogue.ClientCert, rogue.ClientKey)
 	require.NoError(t, err)
 
-	tlsCfg := &actorlock.RemoteTLS{
+	tlsCfg := &remoting.TLS{
 		Server: &tls.Config{Certificates: []tls.Certificate{node}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool},
 		Client: &tls.Config{Certificates: []tls.Certificate{node}, RootCAs: pool},
 	}
 	const lease = 2 * time.Second
-	srv, rdb, rt := setup(t, actorlock.WithWatchdog(lease), actorlock.WithRemote(actorlock.RemoteConfig{TLS: tlsCfg}))
+	srv, rdb, rt := setup(t, actorlock.WithWatchdog(lease), remoting.WithRemote(remoting.Config{TLS: tlsCfg}))
 	env := func(extra map[string]string) map[string]string {
 		e := remoteEnv(srv, rt, extra)
 		e["TLS_CA"] = certs.CA
@@ -408,21 +409,21 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 func TestRemoteConfigIsChecked(t *testing.T) {
 	srv := startRedis(t)
 	rdb := client(t, srv.Addr)
-	for _, rc := range []actorlock.RemoteConfig{
+	for _, rc := range []remoting.Config{
 		{Addr: "0.0.0.0:0"},
 		{Addr: ":7070"},
 		{Addr: "[::]:7070"},
 		{Addr: "0.0.0.0:7070", AllInterfaces: true}, // no AdvertisedAddr
 		{Addr: "127.0.0.1:0", AdvertisedAddr: "node1:7070"},
 		{Addr: "127.0.0.1"},
-		{TLS: &actorlock.RemoteTLS{}},
-		{TLS: &actorlock.RemoteTLS{Server: &tls.Config{Certificates: []tls.Certificate{{}}}, Client: &tls.Config{Certificates: []tls.Certificate{{}}}}},
+		{TLS: &remoting.TLS{}},
+		{TLS: &remoting.TLS{Server: &tls.Config{Certificates: []tls.Certificate{{}}}, Client: &tls.Config{Certificates: []tls.Certificate{{}}}}},
 	} {
-		_, err := actorlock.New(rdb, actorlock.WithRemote(rc))
+		_, err := actorlock.New(rdb, remoting.WithRemote(rc))
 		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "%+v", rc)
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	_, err := actorlock.New(rdb, actorlock.WithActorSystem(sys), actorlock.WithRemote(actorlock.RemoteConfig{}))
+	_, err := actorlock.New(rdb, actorlock.WithActorSystem(sys), remoting.WithRemote(remoting.Config{}))
 	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "WithRemote starts the runtime's own system's remote")
 	sys.Shutdown()
 
@@ -431,7 +432,7 @@ func TestRemoteConfigIsChecked(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer lis.Close()
-	_, err = actorlock.New(rdb, actorlock.WithRemote(actorlock.RemoteConfig{Addr: lis.Addr().String()}))
+	_, err = actorlock.New(rdb, remoting.WithRemote(remoting.Config{Addr: lis.Addr().String()}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), lis.Addr().String())
 }

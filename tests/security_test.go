@@ -251,9 +251,9 @@ const aclPrefixRules = "~app:* ~{app:* ~redisson_*:{app:* ~actorlock_request:{ap
 // from dial), names prefixed with p: reentrant, fair and read-write locks
 // with pub/sub wake-ups across runtimes, fencing tokens, watchdog renewal,
 // force unlocks, delayed and blocking queues, semaphores and the count-down
-// latch. admin only observes.
-func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client, p string) {
-	rtA, rtB := newRuntime(t, dial()), newRuntime(t, dial())
+// latch. admin only observes. opts configure every runtime.
+func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client, p string, opts ...actorlock.Option) {
+	rtA, rtB := newRuntime(t, dial(), opts...), newRuntime(t, dial(), opts...)
 	// The parts run at once, each a subtest, within this test's slot of
 	// -parallel (they mostly wait).
 	var wg sync.WaitGroup
@@ -317,7 +317,7 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 
 	run("watchdog renewal", func(t *testing.T) {
 		ctx := ctxFor(t, 20*time.Second)
-		rt := newRuntime(t, dial(), actorlock.WithWatchdog(600*time.Millisecond))
+		rt := newRuntime(t, dial(), append(opts, actorlock.WithWatchdog(600*time.Millisecond))...)
 		h, err := rt.Lock(p + "watched").Acquire(ctx)
 		require.NoError(t, err)
 		rw := rt.ReadWriteLock(p + "watched-rw")
@@ -342,7 +342,7 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		var mu sync.Mutex
 		var order []string
 		var wg sync.WaitGroup
-		queue, _ := fairKeys(name)
+		queue, _ := fairKeys(rtA.FairLock(name).Name()) // the Redis name (WithKeyPrefix)
 		queued := func(l *actorlock.Lock) bool { return admin.LPos(ctx, queue, l.Owner(), redis.LPosArgs{}).Err() == nil }
 		wait := func(who string, rt *actorlock.Runtime, w time.Duration) *actorlock.Lock {
 			l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":"+who))

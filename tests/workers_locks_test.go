@@ -125,7 +125,9 @@ func workerFenced(rt *actorlock.Runtime, rdb redis.UniversalClient) int {
 
 // fencedWrite is how a resource uses fencing tokens: it remembers the
 // highest token it has accepted and refuses writes carrying a lower one.
-var fencedWriteScript = redis.NewScript(`
+// Hashed by the server, so that this package also starts in FIPS 140-only
+// mode (TestFIPSOnly), where Go's SHA-1 panics.
+var fencedWriteScript = redis.NewScriptServerSHA(`
 local last = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
 if tonumber(ARGV[1]) < last then
   return 0

@@ -20,6 +20,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/remoting"
 )
 
 // Worker modes of the remote tests: processes whose actors lock with the
@@ -66,7 +67,7 @@ func remoteNode() (*actor.ActorSystem, *actor.PID, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		opts, err = actorlock.RemoteOptions(sys, &actorlock.RemoteTLS{
+		opts, err = remoting.Options(sys, &remoting.TLS{
 			Server: &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool},
 			Client: &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool},
 		})
@@ -75,7 +76,7 @@ func remoteNode() (*actor.ActorSystem, *actor.PID, error) {
 		}
 	default:
 		var err error
-		if opts, err = actorlock.RemoteOptions(sys, nil); err != nil {
+		if opts, err = remoting.Options(sys, nil); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/remoting"
 )
 
 // closeTimeout bounds closing a node's runtime (releasing what it holds,
@@ -54,7 +55,7 @@ func runNode(ctx context.Context, cfg config, std stdio) int {
 		// A fair-lock waiter whose node died blocks the queue at most this
 		// long: the same bound as a dead holder.
 		actorlock.WithFairWaitTimeout(cfg.lease),
-		actorlock.WithRemote(actorlock.RemoteConfig{}))
+		remoting.WithRemote(remoting.Config{}))
 	if err != nil {
 		fmt.Fprintf(std.err, "demo: node %d: %v\n", cfg.node, err)
 		return exitFail

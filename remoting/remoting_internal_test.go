@@ -1,4 +1,4 @@
-package actorlock
+package remoting
 
 import (
 	"context"
@@ -42,14 +42,14 @@ func TestStopRemoteSurvivesProtoactorsDisconnectRace(t *testing.T) {
 		notice <- true
 	})
 	start := time.Now()
-	require.NoError(t, stopRemote(context.Background(), s))
+	require.NoError(t, stop(context.Background(), s))
 	assert.Less(t, time.Since(start), remoteDrainTime/2, "no wait for the drain bound")
 	assert.Equal(t, int32(1), s.hard.Load(), "the streams the graceful stop skipped are cut")
 }
 
 func TestStopRemoteReportsOtherPanics(t *testing.T) {
 	s := newShutdownScript(func(<-chan struct{}) { panic("boom") })
-	err := stopRemote(context.Background(), s)
+	err := stop(context.Background(), s)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "boom")
 	assert.Equal(t, int32(1), s.hard.Load())
@@ -58,7 +58,7 @@ func TestStopRemoteReportsOtherPanics(t *testing.T) {
 func TestStopRemoteCutsADrainThatDoesNotEnd(t *testing.T) {
 	s := newShutdownScript(func(cut <-chan struct{}) { <-cut })
 	start := time.Now()
-	require.NoError(t, stopRemote(context.Background(), s))
+	require.NoError(t, stop(context.Background(), s))
 	took := time.Since(start)
 	assert.GreaterOrEqual(t, took, remoteDrainTime)
 	assert.Less(t, took, remoteDrainTime+500*time.Millisecond)
@@ -71,6 +71,6 @@ func TestStopRemoteGivesUpWhenTheContextEnds(t *testing.T) {
 	s := newShutdownScript(func(<-chan struct{}) { <-never })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err := stopRemote(ctx, s)
+	err := stop(ctx, s)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 }

@@ -1,0 +1,110 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// Extend asks a lock actor to make a Go caller's LeaseTime hold last at
+// least Lease from now (Held.Extend).
+type Extend struct {
+	Key   LockKey
+	Owner string
+	ID    uint64 // the Acquire's ID
+	Lease time.Duration
+	Reply chan<- error // buffered: the actor never blocks on it
+}
+
+func (m *Extend) lockKey() LockKey { return m.Key }
+
+// extendDone is the outcome of an Extend's script.
+type extendDone struct {
+	m      *Extend
+	count  int64 // the owner's hold count when the script was sent
+	sentAt time.Time
+	held   bool
+	err    error
+}
+
+// onExtend serves Extend and its outcome.
+func (a *lockActor) onExtend(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *Extend:
+		a.extend(m)
+	case *extendDone:
+		a.extended(ctx, m)
+	}
+}
+
+// extend checks that m names a LeaseTime hold of this actor and runs the
+// extension off the actor.
+func (a *lockActor) extend(m *Extend) {
+	if a.key.Kind != messages.Kind_KIND_LOCK && a.key.Kind != messages.Kind_KIND_FAIR {
+		m.Reply <- fmt.Errorf("%w: Extend supports Lock and FairLock holds, not %v", ErrInvalidArgument, a.key.Kind)
+		return
+	}
+	h, g := a.goGrant(m.Owner, m.ID)
+	switch {
+	case g == nil:
+		m.Reply <- lostError("the hold ended before this extension")
+		return
+	case h.watchdogs > 0:
+		// The watchdog renews the owner's key to its own lease; a second
+		// schedule would make neither the lease callers asked for.
+		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; the watchdog renews %q for this owner", ErrInvalidArgument, a.key.Name)
+		return
+	}
+	name, rdb, count := a.key.Name, a.env.Redis, h.count
+	a.env.goCall(a.self, func(ctx context.Context) any {
+		d := &extendDone{m: m, count: count, sentAt: time.Now()}
+		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
+		return d
+	})
+}
+
+// extended moves the hold's local validity deadline as renewals do (from
+// when the script was sent, minus drift; never back), or reports the hold
+// lost if Redis no longer has it.
+func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
+	h, g := a.goGrant(d.m.Owner, d.m.ID)
+	switch {
+	case d.err != nil:
+		d.m.Reply <- fmt.Errorf("actorlock: extend %q: %w", a.key.Name, d.err)
+	case g == nil:
+		if d.held && a.holds[d.m.Owner] == nil {
+			// The hold's local deadline passed while the script ran, a
+			// moment before Redis would have expired it, and the script
+			// extended it: give back what nobody here holds any more
+			// (when the count is still what it was; see giveback.go).
+			a.giveBack(d.m.Owner, false, d.count, d.count, d.m.Lease)
+		}
+		d.m.Reply <- lostError("the hold ended during this extension")
+	case !d.held:
+		a.lost(ctx, h, "extending found the lock gone")
+		d.m.Reply <- lostError("extending found the lock gone")
+	default:
+		h.extend(d.sentAt.Add(d.m.Lease - Drift(d.m.Lease)))
+		a.armValidity()
+		d.m.Reply <- nil
+	}
+}
+
+// goGrant finds the hold of owner and its grant to the Go Acquire id.
+func (a *lockActor) goGrant(owner string, id uint64) (*hold, *grant) {
+	h := a.holds[owner]
+	if h == nil || h.msg {
+		return h, nil
+	}
+	for _, g := range h.grants {
+		if g.goID == id {
+			return h, g
+		}
+	}
+	return h, nil
+}

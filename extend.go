@@ -1,0 +1,59 @@
+package actorlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/actorlock/actorlock/actors"
+)
+
+// Extend makes a hold acquired with LeaseTime last at least d from now (as
+// redsync's Extend and redislock's Refresh): in Redis, and locally, where
+// the hold counts as lost when the extended lease is over (Done, Context).
+// It never shortens a lease. It applies to the owner's whole hold in Redis
+// (one key for all its re-entries). It returns ErrInvalidArgument for d <=
+// 0, for a hold the watchdog renews (no LeaseTime), and for read-write lock
+// holds; an error wrapping ErrLost if the lock is gone (the hold then ends);
+// ErrUnlocked after Unlock; ErrClosed after Close; ctx's error if it ends
+// first (the extension may still take effect). Lease keeps reporting the
+// lease first granted.
+func (h *Held) Extend(ctx context.Context, d time.Duration) error {
+	switch {
+	case ctx == nil:
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	case d <= 0:
+		return fmt.Errorf("%w: extension %v is not positive", ErrInvalidArgument, d)
+	}
+	h.mu.Lock()
+	unlocked := h.unlocked
+	h.mu.Unlock()
+	rt := h.lock.rt
+	switch {
+	case unlocked:
+		return ErrUnlocked
+	case h.Err() != nil:
+		return h.Err()
+	case rt.closed.Load():
+		return ErrClosed
+	case ctx.Err() != nil:
+		return ctxError(ctx)
+	}
+	reply := make(chan error, 1)
+	rt.send(&actors.Extend{Key: h.lock.key, Owner: h.lock.owner, ID: h.id, Lease: d, Reply: reply})
+	select {
+	case err := <-reply:
+		return err
+	case <-h.Done(): // also when no lock actor has the hold any more
+		select {
+		case err := <-reply:
+			return err
+		default:
+			return h.Err()
+		}
+	case <-rt.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
+}

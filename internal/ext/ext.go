@@ -1,0 +1,26 @@
+// Package ext lets packages of this module that the root must not import
+// (it would link their dependencies into every program that locks) plug
+// into a Runtime: package remoting starts protoactor remote through it.
+package ext
+
+import (
+	"context"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Server is a network server run on a runtime's own actor system.
+type Server struct {
+	// Err is a configuration error, which New returns.
+	Err error
+	// Name is what the runtime's PID is registered under.
+	Name string
+	// Start runs before the runtime's actors (so that their PIDs carry the
+	// node's address) and returns what stops the server; Close calls it
+	// after the actors have stopped.
+	Start func(sys *actor.ActorSystem) (stop func(ctx context.Context) error, err error)
+}
+
+// Option makes an actorlock.Option (returned as any: this package cannot
+// name the type) of a Server. Package actorlock sets it at init.
+var Option func(Server) any

@@ -1,0 +1,108 @@
+package actorlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Locker is a lock as a sync.Locker (as etcd's concurrency.NewLocker), for
+// code that takes one. Lock waits as long as it takes and Unlock cannot
+// report errors, so prefer Lock.Acquire, which can: use a Locker only where
+// a sync.Locker is required. Every Lock acquires as a new owner, so
+// goroutines sharing a Locker exclude each other, as with a sync.Mutex.
+type Locker struct {
+	rt   *Runtime
+	name string
+
+	mu   sync.Mutex
+	held *Held // the current hold, between Lock and Unlock
+	err  error
+}
+
+// Locker returns a sync.Locker on the reentrant lock name, held with the
+// watchdog. A bad name is refused with ErrInvalidArgument.
+func (rt *Runtime) Locker(name string) (*Locker, error) {
+	if err := rt.Lock(name).err; err != nil {
+		return nil, err
+	}
+	return &Locker{rt: rt, name: name}, nil
+}
+
+// Lock waits until the lock is acquired. When Redis cannot be reached it
+// tries again (after 100 ms, doubling up to 2 s; Err reports the failure
+// meanwhile). It panics with an error wrapping ErrClosed if the runtime is
+// closed, since a sync.Locker cannot fail and returning would let the
+// caller run unprotected.
+func (k *Locker) Lock() {
+	backoff := 100 * time.Millisecond
+	for {
+		held, err := k.rt.Lock(k.name).Acquire(context.Background())
+		if err == nil {
+			k.mu.Lock()
+			k.held, k.err = held, nil
+			k.mu.Unlock()
+			return
+		}
+		if errors.Is(err, ErrClosed) {
+			panic(fmt.Errorf("actorlock: Locker.Lock %q: %w", k.name, err))
+		}
+		k.mu.Lock()
+		k.err = err
+		k.mu.Unlock()
+		select {
+		case <-time.After(backoff):
+		case <-k.rt.done:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// Unlock releases the lock taken by Lock. A release Redis could not confirm
+// leaves the hold renewed, so Unlock tries again (after 100 ms, doubling up
+// to 2 s) until it succeeds or the hold ends: during an outage, at most
+// about a watchdog lease, after which the hold is lost. Its errors (the
+// lock was lost meanwhile, Unlock without Lock) are reported by Err.
+func (k *Locker) Unlock() {
+	k.mu.Lock()
+	held := k.held
+	k.held = nil
+	k.mu.Unlock()
+	var err error
+	if held == nil {
+		err = fmt.Errorf("%w: Locker.Unlock %q without Lock", ErrUnlocked, k.name)
+	}
+	if held != nil {
+		err = release(held, func(err error) {
+			k.mu.Lock()
+			k.err = err
+			k.mu.Unlock()
+		})
+	}
+	k.mu.Lock()
+	k.err = err
+	k.mu.Unlock()
+}
+
+// Err is the error of the last Unlock, or of the last failed attempt of a
+// Lock still trying; nil otherwise.
+func (k *Locker) Err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.err
+}
+
+// Context is the context of the current hold, cancelled if the lock is
+// lost; nil when not locked.
+func (k *Locker) Context() context.Context {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.held == nil {
+		return nil
+	}
+	return k.held.Context()
+}
+
+var _ sync.Locker = (*Locker)(nil)
