@@ -40,7 +40,7 @@ func (h *Held) Extend(ctx context.Context, d time.Duration) error {
 		return ctxError(ctx)
 	}
 	reply := make(chan error, 1)
-	rt.send(&actors.Extend{Key: h.lock.key, Owner: h.lock.owner, ID: h.id, Lease: d, Reply: reply})
+	rt.send(&actors.Extend{Key: h.lock.key, Owner: h.owner, ID: h.id, Lease: d, Reply: reply})
 	select {
 	case err := <-reply:
 		return err

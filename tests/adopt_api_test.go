@@ -21,10 +21,13 @@ func TestDoRunsUnderTheLockAndUnlocks(t *testing.T) {
 	l := rt.Lock("do")
 
 	var inside bool
-	err := l.Do(ctx, func(ctx context.Context) error {
+	err := l.Do(ctx, func(held context.Context) error {
 		inside = true
 		_, err := rt.Lock("do").TryAcquire(ctx)
 		assert.ErrorIs(t, err, actorlock.ErrNotAcquired, "held while fn runs")
+		n, err := l.HoldCount(held)
+		assert.NoError(t, err)
+		assert.Equal(t, 1, n, "fn's context names the hold")
 		return nil
 	})
 	require.NoError(t, err)

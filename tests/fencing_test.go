@@ -306,7 +306,7 @@ func TestFencingCounterTTL(t *testing.T) {
 // redissonFencedAcquire takes the lock as Redisson's RFencedLock does: the
 // same hash as our reentrant lock, and INCR of the same counter for its
 // token. Returns the token, or -1 if the lock is held by someone else.
-var redissonFencedAcquire = redis.NewScript(`
+var redissonFencedAcquire = redis.NewScriptServerSHA(`
 if redis.call('exists', KEYS[1]) == 1 and redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return -1
 end

@@ -265,7 +265,7 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		a := rtA.Lock(name)
 		// A fencing counter ahead of the server clock (as RFencedLock's
 		// INCRs on top of ours leave it) is counted on by INCR.
-		require.NoError(t, admin.Set(ctx, tokenKey(name), "9000000000000000", 0).Err())
+		require.NoError(t, admin.Set(ctx, tokenKey(a.Name()), "9000000000000000", 0).Err())
 		h1, err := a.Acquire(ctx)
 		require.NoError(t, err)
 		assert.EqualValues(t, 9000000000000001, h1.Token())

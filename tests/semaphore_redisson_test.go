@@ -33,7 +33,7 @@ const redissonNever = "922337203685477"
 // ARGV permits, expiry date, client now, never, publish command, raw ids.
 // It reclaims at most as many expired permits as it wants, and answers
 // "OK", ":<earliest expiry>" or nil.
-var redissonAcquire = redis.NewScript(`
+var redissonAcquire = redis.NewScriptServerSHA(`
 local want = tonumber(ARGV[1])
 local stale = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, want)
 if #stale > 0 then
@@ -56,7 +56,7 @@ return nil`)
 // Redisson's tryRelease(id): KEYS name, channel, timeout; ARGV raw id, 1,
 // client now, publish command. A permit found goes back even when expired
 // (then 0 is answered); the new count is published.
-var redissonRelease = redis.NewScript(`
+var redissonRelease = redis.NewScriptServerSHA(`
 local expiry = redis.call('zscore', KEYS[3], ARGV[1])
 if redis.call('zrem', KEYS[3], ARGV[1]) ~= 1 then return 0 end
 local count = redis.call('incrby', KEYS[1], ARGV[2])
@@ -67,7 +67,7 @@ return 1`)
 // Redisson's tryRelease(ids): KEYS name, channel, timeout; ARGV count,
 // client now, publish command, raw ids. All or nothing; it publishes how
 // many came back, not the count.
-var redissonReleaseAll = redis.NewScript(`
+var redissonReleaseAll = redis.NewScriptServerSHA(`
 for i = 4, #ARGV do
   local e = redis.call('zscore', KEYS[3], ARGV[i])
   if e == false or tonumber(e) <= tonumber(ARGV[2]) then return 0 end
@@ -87,7 +87,7 @@ return removed`)
 
 // Redisson's updateLeaseTime(id, lease): KEYS name, timeout, channel; ARGV
 // raw id, expiry date, client now, publish command.
-var redissonUpdateLease = redis.NewScript(`
+var redissonUpdateLease = redis.NewScriptServerSHA(`
 local stale = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, -1)
 if #stale > 0 then
   redis.call('zrem', KEYS[2], unpack(stale))
@@ -102,7 +102,7 @@ return 0`)
 
 // Redisson's availablePermits(): KEYS name, timeout, channel; ARGV client
 // now, publish command.
-var redissonAvailable = redis.NewScript(`
+var redissonAvailable = redis.NewScriptServerSHA(`
 local stale = redis.call('zrangebyscore', KEYS[2], 0, ARGV[1], 'limit', 0, -1)
 if #stale > 0 then
   redis.call('zrem', KEYS[2], unpack(stale))
