@@ -47,6 +47,14 @@ func debugSleep(t *testing.T, ctx context.Context, admin *redis.Client, d time.D
 	return over
 }
 
+// stallSetup starts a server that takes DEBUG commands, a runtime with
+// the tests' lease on it, and an admin client to stall it with.
+func stallSetup(t *testing.T) (rdb, admin *redis.Client, rt *actorlock.Runtime, ctx context.Context) {
+	srv := startRedis(t, "--enable-debug-command", "local")
+	rdb, admin = client(t, srv.Addr), client(t, srv.Addr)
+	return rdb, admin, newRuntime(t, rdb, actorlock.WithWatchdog(givebackLease)), ctxFor(t, 30*time.Second)
+}
+
 var stalls = []struct {
 	name  string
 	stall stall
@@ -65,11 +73,7 @@ func TestGrantArrivingAfterItsLeaseIsGivenBack(t *testing.T) {
 	for _, s := range stalls {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			srv := startRedis(t, "--enable-debug-command", "local")
-			rdb := client(t, srv.Addr)
-			admin := client(t, srv.Addr)
-			rt := newRuntime(t, rdb, actorlock.WithWatchdog(givebackLease))
-			ctx := ctxFor(t, 30*time.Second)
+			rdb, admin, rt, ctx := stallSetup(t)
 			waiting := rt.Lock("late-wait", actorlock.WithOwner(rt.ID()+":waiting"))
 			trying := rt.Lock("late-try")
 
@@ -119,11 +123,7 @@ func TestHoldLostLocallyIsGivenBack(t *testing.T) {
 	for _, s := range stalls {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			srv := startRedis(t, "--enable-debug-command", "local")
-			rdb := client(t, srv.Addr)
-			admin := client(t, srv.Addr)
-			rt := newRuntime(t, rdb, actorlock.WithWatchdog(givebackLease))
-			ctx := ctxFor(t, 30*time.Second)
+			rdb, admin, rt, ctx := stallSetup(t)
 			l := rt.Lock("orphan", actorlock.WithOwner(rt.ID()+":me"))
 			h, err := l.Acquire(ctx)
 			require.NoError(t, err)
