@@ -25,7 +25,14 @@ demo)
 	;;
 test)
 	ensure_redis
+	unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+	if [ -n "$unformatted" ]; then
+		echo "dev.sh: gofmt would change: $unformatted" >&2
+		exit 1
+	fi
 	go vet ./...
+	# The linter, at a pinned version from the module proxy (staticcheck.conf).
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	# Tests start their own redis-server processes on free loopback ports.
 	# They mostly wait (leases, wait times, fault injection), so more of them
 	# run at once than there are CPUs; their tolerances allow for it.

@@ -71,7 +71,8 @@ func (m *manager) Receive(ctx actor.Context) {
 			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
 		})
 	case *messages.ReleaseRequest:
-		if msg.Owner != "" { //nolint:staticcheck // refused, not used
+		//lint:ignore SA1019 the deprecated field is refused, not used
+		if msg.Owner != "" {
 			m.refuse(ctx, msg, ownerFieldError())
 			return
 		}
@@ -292,7 +293,8 @@ func validateAcquire(m *messages.AcquireRequest, sender *actor.PID) error {
 		return fmt.Errorf("%w: negative lease_ms %d", ErrInvalidArgument, m.LeaseMs)
 	case m.WaitIndefinitely && m.WaitMs != 0:
 		return fmt.Errorf("%w: wait_indefinitely with wait_ms %d", ErrInvalidArgument, m.WaitMs)
-	case m.Owner != "": //nolint:staticcheck // refused, not used
+	//lint:ignore SA1019 the deprecated field is refused, not used
+	case m.Owner != "":
 		return ownerFieldError()
 	case m.OwnerToken != "":
 		return ValidateOwnerToken(m.OwnerToken)

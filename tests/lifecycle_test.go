@@ -99,7 +99,7 @@ func TestBadInputGivesSentinelErrors(t *testing.T) {
 	}
 	_, err = l.TryAcquire(ctx, actorlock.WaitTime(time.Second))
 	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "TryAcquire does not wait")
-	//nolint:staticcheck // a nil context must be refused, not panic
+	//lint:ignore SA1012 a nil context must be refused, not panic
 	_, err = l.Acquire(nil)
 	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
 
@@ -108,7 +108,7 @@ func TestBadInputGivesSentinelErrors(t *testing.T) {
 	require.NoError(t, h.Unlock(ctx))
 	assert.ErrorIs(t, h.Unlock(ctx), actorlock.ErrUnlocked, "Unlock twice")
 	assert.ErrorIs(t, h.Err(), actorlock.ErrUnlocked)
-	//nolint:staticcheck
+	//lint:ignore SA1012 a nil context must be refused, not panic
 	assert.ErrorIs(t, h.Unlock(nil), actorlock.ErrInvalidArgument)
 	locked, err := l.IsLocked(ctx)
 	require.NoError(t, err)

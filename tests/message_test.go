@@ -111,6 +111,7 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	}
 	// Nor take it over: naming the owner is refused, and another token is
 	// another owner, which finds the lock taken.
+	//lint:ignore SA1019 the deprecated field must be refused
 	intruder.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "a2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID})
 	resp = receive[*messages.AcquireResponse](t, intruder, 3*time.Second)
 	assert.False(t, resp.Acquired)
@@ -251,6 +252,7 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 	bad := strings.Repeat("z", 32)
 	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "b1", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.ReleaseResponse](t, p, 2*time.Second).GetError().GetCode())
+	//lint:ignore SA1019 the deprecated field must be refused
 	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "b2", Name: "x", Kind: messages.Kind_KIND_LOCK, Owner: "someone"})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.ReleaseResponse](t, p, 2*time.Second).GetError().GetCode())
 	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "b3", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})

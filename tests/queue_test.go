@@ -645,7 +645,7 @@ func TestQueueBadInputAndClose(t *testing.T) {
 		}
 		q := rt.DelayedQueue("dq-close")
 		assert.ErrorIs(t, q.Offer(ctx, nil, -time.Second), actorlock.ErrInvalidArgument)
-		//nolint:staticcheck // a nil context must be refused, not panic
+		//lint:ignore SA1012 a nil context must be refused, not panic
 		assert.ErrorIs(t, q.Offer(nil, nil, 0), actorlock.ErrInvalidArgument)
 		require.NoError(t, q.Offer(ctx, []byte("x"), 50*time.Millisecond))
 		st, err := rt.Stats(ctx)

@@ -371,7 +371,7 @@ func runPrimitives(t *testing.T, dial func() *redis.Client, admin *redis.Client,
 		require.NoError(t, h.Unlock(ctx))
 		wg.Wait()
 		assert.Equal(t, []string{"first", "second", "third"}, order)
-		h, err = rtA.FairLock(name).Acquire(ctx)
+		_, err = rtA.FairLock(name).Acquire(ctx)
 		require.NoError(t, err)
 		was, err := rtB.FairLock(name).ForceUnlock(ctx)
 		require.NoError(t, err)

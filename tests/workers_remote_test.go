@@ -293,7 +293,9 @@ func workerRemoteSpoof(*actorlock.Runtime, redis.UniversalClient) int {
 		step("cancel-"+tok.label, a.ask(sys, server, &messages.CancelRequest{RequestId: "a", Name: name, Kind: kind, OwnerToken: tok.token}))
 	}
 	victimOwner := os.Getenv("VICTIM_OWNER")
+	//lint:ignore SA1019 the deprecated field must be refused
 	step("release-named", a.ask(sys, server, &messages.ReleaseRequest{RequestId: "r-named", Name: name, Kind: kind, Owner: victimOwner}))
+	//lint:ignore SA1019 the deprecated field must be refused
 	step("acquire-named", a.ask(sys, server, &messages.AcquireRequest{RequestId: "a-named", Name: name, Kind: kind, Owner: victimOwner}))
 
 	// As the victim: the replies go to the victim, who prints them.
@@ -338,6 +340,7 @@ func workerRemoteValidate(*actorlock.Runtime, redis.UniversalClient) int {
 		{"token-not-hex", &messages.AcquireRequest{RequestId: "9", Name: "v", Kind: lock, OwnerToken: "zz" + token[2:]}},
 		{"token-oversized", &messages.AcquireRequest{RequestId: "10", Name: "v", Kind: lock, OwnerToken: strings.Repeat(token, 20)}},
 		{"request-id-oversized", &messages.AcquireRequest{RequestId: strings.Repeat("i", 1000), Name: "v", Kind: lock}},
+		//lint:ignore SA1019 the deprecated field must be refused
 		{"owner-named", &messages.AcquireRequest{RequestId: "11", Name: "v", Kind: lock, Owner: "somebody:1"}},
 		{"release-token-malformed", &messages.ReleaseRequest{RequestId: "12", Name: "v", Kind: lock, OwnerToken: "xyz"}},
 		{"release-kind-unknown", &messages.ReleaseRequest{RequestId: "13", Name: "v", Kind: messages.Kind(42), OwnerToken: token}},
