@@ -31,19 +31,7 @@ func (rt *Runtime) object(name string) object {
 func (o *object) Name() string { return o.name }
 
 // check reports what makes a call impossible before anything is sent.
-func (o *object) check(ctx context.Context) error {
-	switch {
-	case o.err != nil:
-		return o.err
-	case ctx == nil:
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	case o.rt.closed.Load():
-		return ErrClosed
-	case ctx.Err() != nil:
-		return ctxError(ctx)
-	}
-	return nil
-}
+func (o *object) check(ctx context.Context) error { return o.rt.check(ctx, o.err) }
 
 // env is what direct Redis calls need: the client, the call timeout and
 // request ids.

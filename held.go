@@ -88,18 +88,14 @@ func (h *Held) Unlock(ctx context.Context) error {
 	if rt.closed.Load() {
 		return ErrClosed
 	}
-	reply := make(chan actors.ReleaseResult, 1)
-	rt.send(&actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply})
-	select {
-	case res := <-reply:
-		if res.Err != nil {
-			return res.Err
-		}
-		h.unlocked = true
-		return nil
-	case <-rt.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctxError(ctx)
+	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
+		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply}
+	}, nil, nil)
+	if err == nil {
+		err = res.Err
 	}
+	if err == nil {
+		h.unlocked = true
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package actorlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/actorlock/actorlock/actors"
@@ -89,17 +90,17 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 		return err
 	}
 	id := l.rt.acquire.Add(1)
-	reply := make(chan error, 1)
-	l.send(&actors.Await{Name: l.name, ID: id, Reply: reply})
-	select {
-	case err := <-reply:
-		return err
-	case <-l.rt.done:
-		return ErrClosed
-	case <-ctx.Done():
+	res, err := ask(ctx, l.rt, l.send, func(reply chan<- error) any {
+		return &actors.Await{Name: l.name, ID: id, Reply: reply}
+	}, nil, nil)
+	if err != nil && !errors.Is(err, ErrClosed) {
+		// Nothing to give back: the latch actor only forgets this awaiter.
 		l.send(&actors.AwaitCancel{Name: l.name, ID: id})
-		return ctxError(ctx)
 	}
+	if err != nil {
+		return err
+	}
+	return res
 }
 
 // Delete deletes the latch, releasing its awaiters, and reports whether it

@@ -99,40 +99,25 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 	// The Held's context keeps ctx's values but not its cancellation: it
 	// ends when the hold does. It names the owner, for re-entries.
 	heldCtx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), l.holdKey(), owner))
-	reply := make(chan actors.AcquireResult, 1)
 	cmd := &actors.Acquire{
 		Key: l.key, Owner: owner, ID: id, Lease: ac.lease,
-		TryOnce: try || (ac.waitSet && ac.wait == 0), End: end, Reply: reply,
+		TryOnce: try || (ac.waitSet && ac.wait == 0), End: end,
 	}
 	if ac.waitSet && ac.wait > 0 {
 		cmd.Deadline = time.Now().Add(ac.wait)
 	}
-	rt.send(cmd)
-
-	var res actors.AcquireResult
-	select {
-	case res = <-reply:
-	case <-rt.done:
-		end(ErrClosed)
-		return nil, ErrClosed
-	case <-ctx.Done():
-		// Tell the lock actor, then take its one answer: a grant that won
-		// the race is given back before returning, so that the caller,
-		// told it holds nothing, finds the lock free.
-		rt.send(&actors.Cancel{Key: l.key, ID: id})
-		err := ctxError(ctx)
-		select {
-		case res = <-reply:
-			if res.Err == nil {
-				released := make(chan actors.ReleaseResult, 1)
-				rt.send(&actors.Release{Key: l.key, Owner: owner, ID: id, RequestID: rt.actors.NewRequestID(), Reply: released})
-				select {
-				case <-released:
-				case <-rt.done:
-				}
+	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
+		&actors.Cancel{Key: l.key, ID: id},
+		func(won actors.AcquireResult) {
+			// Released before returning, so that the caller, told it holds
+			// nothing, finds the lock free.
+			if won.Err == nil {
+				_, _ = ask(context.Background(), rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
+					return &actors.Release{Key: l.key, Owner: owner, ID: id, RequestID: rt.actors.NewRequestID(), Reply: reply}
+				}, nil, nil)
 			}
-		case <-rt.done:
-		}
+		})
+	if err != nil {
 		end(err)
 		return nil, err
 	}
@@ -151,19 +136,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 
 // check reports what makes a call impossible before anything is sent.
 func (l *Lock) check(ctx context.Context, optErr error) error {
-	switch {
-	case l.err != nil:
-		return l.err
-	case optErr != nil:
-		return optErr
-	case ctx == nil:
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	case l.rt.closed.Load():
-		return ErrClosed
-	case ctx.Err() != nil:
-		return ctxError(ctx)
-	}
-	return nil
+	return l.rt.check(ctx, l.err, optErr)
 }
 
 // IsLocked reports whether any owner holds the lock (a read-write lock's
@@ -245,14 +218,11 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
 	}
-	reply := make(chan actors.ForceUnlockResult, 1)
-	l.rt.send(&actors.ForceUnlock{Key: l.key, Reply: reply})
-	select {
-	case res := <-reply:
-		return res.WasLocked, res.Err
-	case <-l.rt.done:
-		return false, ErrClosed
-	case <-ctx.Done():
-		return false, ctxError(ctx)
+	res, err := ask(ctx, l.rt, l.rt.send, func(reply chan<- actors.ForceUnlockResult) any {
+		return &actors.ForceUnlock{Key: l.key, Reply: reply}
+	}, nil, nil)
+	if err != nil {
+		return false, err
 	}
+	return res.WasLocked, res.Err
 }

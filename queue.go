@@ -214,26 +214,17 @@ func (q *BlockingQueue) Take(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	id := q.rt.acquire.Add(1)
-	reply := make(chan actors.TakeResult, 1)
-	q.send(&actors.Take{Name: q.name, ID: id, Reply: reply})
-	select {
-	case res := <-reply:
-		return res.Value, res.Err
-	case <-q.rt.done:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		// Tell the waiter's actor, then take its one answer: an item that
-		// won the race goes back to the head of the queue.
-		q.send(&actors.TakeCancel{Name: q.name, ID: id})
-		select {
-		case res := <-reply:
-			if res.OK {
-				q.giveBack(ctx, res.Value)
-			}
-		case <-q.rt.done:
+	res, err := ask(ctx, q.rt, q.send, func(reply chan<- actors.TakeResult) any {
+		return &actors.Take{Name: q.name, ID: id, Reply: reply}
+	}, &actors.TakeCancel{Name: q.name, ID: id}, func(won actors.TakeResult) {
+		if won.OK {
+			q.giveBack(ctx, won.Value) // back to the head of the queue
 		}
-		return nil, ctxError(ctx)
+	})
+	if err == nil {
+		err = res.Err
 	}
+	return res.Value, err
 }
 
 func (q *BlockingQueue) giveBack(ctx context.Context, v []byte) {

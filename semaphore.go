@@ -311,24 +311,17 @@ func acquirePermit(ctx context.Context, o *object, expirable bool, n int64, leas
 		return actors.SemResult{}, err
 	}
 	id := o.rt.acquire.Add(1)
-	reply := make(chan actors.SemResult, 1)
-	o.send(&actors.SemAcquire{Name: o.name, Expirable: expirable, ID: id, N: n, Lease: lease, TryOnce: try, Reply: reply})
-	select {
-	case res := <-reply:
-		return res, res.Err
-	case <-o.rt.done:
-		return actors.SemResult{}, ErrClosed
-	case <-ctx.Done():
-		o.send(&actors.SemCancel{Name: o.name, Expirable: expirable, ID: id})
-		select {
-		case res := <-reply:
-			if res.Acquired {
-				giveBackPermits(ctx, o, expirable, n, res.PermitIDs)
-			}
-		case <-o.rt.done:
+	res, err := ask(ctx, o.rt, o.send, func(reply chan<- actors.SemResult) any {
+		return &actors.SemAcquire{Name: o.name, Expirable: expirable, ID: id, N: n, Lease: lease, TryOnce: try, Reply: reply}
+	}, &actors.SemCancel{Name: o.name, Expirable: expirable, ID: id}, func(won actors.SemResult) {
+		if won.Acquired {
+			giveBackPermits(ctx, o, expirable, n, won.PermitIDs)
 		}
-		return actors.SemResult{}, ctxError(ctx)
+	})
+	if err == nil {
+		err = res.Err
 	}
+	return res, err
 }
 
 func giveBackPermits(ctx context.Context, o *object, expirable bool, n int64, permitIDs []string) {
