@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/internal/redisserver"
 )
 
 // TestCLI runs cmd/actorlock, built once, against one real Redis holding
@@ -329,4 +331,84 @@ func runCLI(t *testing.T, bin string, args ...string) cliResult {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return cliResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// TestCLIClusterAndSentinel: the CLI reaches a Redis Cluster (list SCANs
+// every master; force-unlock announces on the channel the runtimes listen
+// to, sharded on Redis 7) and a master behind Sentinel.
+func TestCLIClusterAndSentinel(t *testing.T) {
+	bin := buildCLI(t)
+	ctx := ctxFor(t, 60*time.Second)
+
+	t.Run("cluster", func(t *testing.T) {
+		d := startDeployment(t, "cluster")
+		rdb, rt := d.setup(t)
+		url := "redis://" + d.cluster.Addrs()[0]
+		for _, a := range d.cluster.Addrs()[1:] {
+			url += map[bool]string{true: "?", false: "&"}[!strings.Contains(url, "?")] + "addr=" + a
+		}
+		cli := func(args ...string) cliResult {
+			return runCLI(t, bin, append([]string{"--cluster", "--url", url}, args...)...)
+		}
+		// Names spread over the slots, so over the three masters.
+		names := []string{"cl:a", "cl:b", "cl:c", "cl:d", "cl:e", "cl:f"}
+		masters := map[string]bool{}
+		var helds []*actorlock.Held
+		for _, n := range names {
+			h, err := rt.Lock(n).Acquire(ctx)
+			require.NoError(t, err)
+			helds = append(helds, h)
+			m, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, n)
+			require.NoError(t, err)
+			masters[m.Options().Addr] = true
+		}
+		require.Greater(t, len(masters), 1, "the names should land on several masters")
+		r := cli("list", "cl:*")
+		require.Equal(t, 0, r.code, r.stderr)
+		for i, n := range names {
+			assert.Regexp(t, `lock\s+`+n+`\s+held by `+helds[i].Owner(), r.stdout)
+		}
+
+		// The waiter is another service, with its own runtime.
+		_, other := d.setup(t)
+		got := make(chan *actorlock.Held, 1)
+		go func() {
+			h, err := other.Lock("cl:a").Acquire(ctx)
+			if err == nil {
+				got <- h
+			}
+		}()
+		r = cli("inspect", "cl:a")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, helds[0].Owner()+"  1 hold\n")
+		start := time.Now()
+		r = cli("force-unlock", "--yes", "cl:a")
+		require.Equal(t, 0, r.code, r.stderr)
+		select {
+		case h := <-got:
+			assert.Less(t, time.Since(start), 5*time.Second, "woken by the message, not the 30 s lease")
+			require.NoError(t, h.Unlock(ctx))
+		case <-time.After(20 * time.Second):
+			t.Fatal("the waiter was not woken by the force-unlock")
+		}
+		for _, h := range helds[1:] {
+			require.NoError(t, h.Unlock(ctx))
+		}
+	})
+
+	t.Run("sentinel", func(t *testing.T) {
+		master := startRedis(t)
+		sentinel, err := redisserver.StartSentinel(master, "locks", time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sentinel.Close() })
+		rdb := client(t, master.Addr)
+		require.NoError(t, rdb.HIncrBy(ctx, "sentinel:lock", redissonOwner, 1).Err())
+		require.NoError(t, rdb.PExpire(ctx, "sentinel:lock", 20*time.Second).Err())
+		r := runCLI(t, bin, "--sentinel-master", "locks", "--url", "redis://"+sentinel.Addr, "inspect", "sentinel:lock")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, redissonOwner+"  1 hold\n")
+		r = runCLI(t, bin, "--sentinel-master", "nosuchmaster", "--timeout", "2s", "--url", "redis://"+sentinel.Addr, "inspect", "sentinel:lock")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "cannot reach Redis")
+	})
 }
