@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -251,6 +252,45 @@ func TestCLI(t *testing.T) {
 		assert.NotContains(t, r.stdout, "\x1b[", "no cursor movement when not on a terminal")
 	})
 
+	// A lock Redisson took twice, without expiry: a view that stays put.
+	require.NoError(t, rdb.HIncrBy(ctx, "cli:watch:java", redissonOwner, 2).Err())
+
+	t.Run("watch stops on Ctrl-C", func(t *testing.T) {
+		cmd := exec.Command(bin, "--url", url, "watch", "cli:watch:java")
+		var stdout lockedBuffer
+		cmd.Stdout = &stdout
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		require.Eventually(t, func() bool { return strings.Contains(stdout.String(), redissonOwner) },
+			10*time.Second, 20*time.Millisecond, "watch showed nothing: %s", &stdout)
+		require.NoError(t, cmd.Process.Signal(os.Interrupt))
+		select {
+		case err := <-exited:
+			assert.NoError(t, err, "Ctrl-C is the normal way to stop watching")
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			t.Fatal("watch did not stop on Ctrl-C")
+		}
+	})
+
+	t.Run("watch redraws in place on a terminal", func(t *testing.T) {
+		// util-linux script(1) runs the command on a pseudo-terminal.
+		script, err := exec.LookPath("script")
+		if err != nil {
+			t.Skip("no script(1) to give watch a terminal")
+		}
+		line := strings.Join([]string{bin, "--url", url, "watch", "--for", "1200ms", "--interval", "200ms", "cli:watch:java"}, " ")
+		out, err := exec.Command(script, "-qec", line, "/dev/null").Output()
+		require.NoError(t, err, "%s", out)
+		frames := strings.Split(string(out), "\x1b[6F\x1b[J") // back to the first of 6 lines, clear
+		assert.GreaterOrEqual(t, len(frames), 4, "one view redrawn every 200 ms for 1.2 s:\n%q", out)
+		for _, f := range frames {
+			assert.Contains(t, f, redissonOwner+"  2 holds")
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		// A URL that is no URL, or not Redis's: exit 2.
 		r := runCLI(t, bin, "--url", "http://"+srv.Addr, "inspect", "x")
@@ -271,11 +311,11 @@ func TestCLI(t *testing.T) {
 
 		// A refused password: exit 1, and the password is never shown.
 		require.NoError(t, rdb.Do(ctx, "acl", "setuser", "operator", "on", ">RightPass1", "~*", "&*", "+@all").Err())
-		r = runCLI(t, bin, "--url", "redis://operator:WrongPass9@"+srv.Addr, "inspect", "cli:java")
+		r = runCLI(t, bin, "--url", "redis://operator:WrongPass9@"+srv.Addr, "inspect", "cli:watch:java")
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "authentication refused by "+srv.Addr)
 		assert.NotContains(t, r.stderr+r.stdout, "WrongPass9")
-		r = runCLI(t, bin, "--url", "redis://operator:RightPass1@"+srv.Addr, "inspect", "cli:java")
+		r = runCLI(t, bin, "--url", "redis://operator:RightPass1@"+srv.Addr, "inspect", "cli:watch:java")
 		assert.Equal(t, 0, r.code, r.stderr)
 		assert.NotContains(t, r.stderr+r.stdout, "RightPass1")
 
