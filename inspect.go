@@ -69,10 +69,9 @@ type PermitHolder struct {
 	Remaining time.Duration
 }
 
-// Holders reads who holds the lock now, in one MULTI: owners and hold
-// counts, the lease left and, for a read-write lock's locker, the mode and
-// every reader with each read hold's TTL (both lockers show the whole
-// lock). It returns ErrWrongKind if the name holds another kind of object
+// Holders reads who holds the lock now: owners and hold counts, the lease
+// left and, for a read-write lock's locker, the mode and every reader (both
+// lockers show the whole lock), in one MULTI; then each read hold's TTL. It returns ErrWrongKind if the name holds another kind of object
 // (a read-write lock read through a plain Lock handle, say). What it
 // shows may have changed by the time it returns.
 func (l *Lock) Holders(ctx context.Context) (LockInfo, error) {

@@ -67,7 +67,14 @@ func TestHoldersOfOwnAndRedissonLocks(t *testing.T) {
 func TestHoldersOfReadWriteLock(t *testing.T) {
 	_, _, rt := setup(t)
 	ctx := ctxFor(t, 20*time.Second)
-	const name = "inspect:rwlock"
+	// A name with a hash tag of its own keys its read holds without
+	// another one ("orders{7}:<owner>:rwlock_timeout:<n>").
+	for _, name := range []string{"inspect:rwlock", "orders{7}"} {
+		t.Run(name, func(t *testing.T) { testHoldersOfReadWriteLock(t, ctx, rt, name) })
+	}
+}
+
+func testHoldersOfReadWriteLock(t *testing.T, ctx context.Context, rt *actorlock.Runtime, name string) {
 	r1 := rt.ReadWriteLock(name, actorlock.WithOwner("reader-1")).ReadLocker()
 	r2 := rt.ReadWriteLock(name, actorlock.WithOwner("reader-2")).ReadLocker()
 	var helds []*actorlock.Held

@@ -41,8 +41,11 @@ func (c *command) checkArgs(cmd string, args []string) error {
 		return usageError{"a negative count makes no sense"}
 	}
 	if cmd == "list" {
-		if len(args) > 1 {
-			return usageError{"usage: actorlock list [PATTERN]"}
+		switch {
+		case len(args) > 1:
+			return usageError{"usage: actorlock list [flags] [PATTERN]"}
+		case c.limit == 0:
+			return usageError{"--max must be positive"}
 		}
 		return nil
 	}
@@ -80,7 +83,10 @@ func explain(name string, err error) error {
 	case errors.Is(err, inspect.ErrNotFound):
 		return explained{fmt.Sprintf("%q: no such lock, semaphore, latch or queue: neither the key nor any auxiliary key of it exists (a free lock that never issued a token leaves nothing)", name), err}
 	case errors.Is(err, inspect.ErrNotObject), errors.Is(err, inspect.ErrWrongKind):
-		detail := strings.TrimPrefix(err.Error(), inspect.ErrNotObject.Error()+": ")
+		detail := err.Error()
+		for _, prefix := range []error{inspect.ErrNotObject, inspect.ErrWrongKind} {
+			detail = strings.TrimPrefix(detail, prefix.Error()+": ")
+		}
 		return explained{fmt.Sprintf("%q is not an actorlock/Redisson object of that kind: %s", name, detail), err}
 	}
 	return fmt.Errorf("reading %q: %w", name, err)
