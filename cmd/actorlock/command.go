@@ -82,12 +82,11 @@ func explain(name string, err error) error {
 		return nil
 	case errors.Is(err, inspect.ErrNotFound):
 		return explained{fmt.Sprintf("%q: no such lock, semaphore, latch or queue: neither the key nor any auxiliary key of it exists (a free lock that never issued a token leaves nothing)", name), err}
-	case errors.Is(err, inspect.ErrNotObject), errors.Is(err, inspect.ErrWrongKind):
-		detail := err.Error()
-		for _, prefix := range []error{inspect.ErrNotObject, inspect.ErrWrongKind} {
-			detail = strings.TrimPrefix(detail, prefix.Error()+": ")
-		}
-		return explained{fmt.Sprintf("%q is not an actorlock/Redisson object of that kind: %s", name, detail), err}
+	case errors.Is(err, inspect.ErrNotObject):
+		detail := strings.TrimPrefix(err.Error(), inspect.ErrNotObject.Error()+": ")
+		return explained{fmt.Sprintf("%q is not an actorlock/Redisson object: %s", name, detail), err}
+	case errors.Is(err, inspect.ErrWrongKind):
+		return explained{strings.TrimPrefix(err.Error(), inspect.ErrWrongKind.Error()+": "), err}
 	}
 	return fmt.Errorf("reading %q: %w", name, err)
 }

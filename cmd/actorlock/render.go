@@ -57,12 +57,12 @@ func render(o *inspect.Object, withTTL bool) string {
 			line("token", "none issued")
 		}
 	case inspect.Semaphore:
-		line("available", "%d permits", o.Value)
+		line("available", "%s", plural(o.Value, "permit"))
 	case inspect.CountDownLatch:
 		line("count", "%d", o.Value)
 	case inspect.ExpirableSemaphore:
-		line("available", "%d permits", o.Value)
-		line("taken", "%d permits", o.PermitsTotal)
+		line("available", "%s", plural(o.Value, "permit"))
+		line("taken", "%s", plural(o.PermitsTotal, "permit"))
 		for _, p := range o.Permits {
 			fmt.Fprintf(&b, "%-10s %s", "", p.ID)
 			switch {
@@ -81,9 +81,9 @@ func render(o *inspect.Object, withTTL bool) string {
 		}
 	case inspect.DelayedQueue, inspect.Queue:
 		q := o.Queue
-		line("ready", "%d items in the list (what Take gets)", q.Ready)
+		line("ready", "%s in the list (what Take gets)", plural(q.Ready, "item"))
 		if o.Kind == inspect.DelayedQueue {
-			line("delayed", "%d items", q.Delayed)
+			line("delayed", "%s", plural(q.Delayed, "item"))
 			switch {
 			case q.NextDue.IsZero():
 				line("next due", "none")
@@ -139,11 +139,11 @@ func summary(o *inspect.Object) string {
 		}
 		return s
 	case inspect.Semaphore:
-		return fmt.Sprintf("%d permits available", o.Value)
+		return plural(o.Value, "permit") + " available"
 	case inspect.CountDownLatch:
 		return fmt.Sprintf("count %d", o.Value)
 	case inspect.ExpirableSemaphore:
-		return fmt.Sprintf("%d permits available, %d taken", o.Value, o.PermitsTotal)
+		return fmt.Sprintf("%s available, %d taken", plural(o.Value, "permit"), o.PermitsTotal)
 	case inspect.DelayedQueue:
 		return fmt.Sprintf("%d ready, %d delayed", o.Queue.Ready, o.Queue.Delayed)
 	case inspect.Queue:
