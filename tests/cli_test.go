@@ -376,10 +376,11 @@ func runCLI(t *testing.T, bin string, args ...string) cliResult {
 	return cliResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
 }
 
-// TestCLIClusterAndSentinel: the CLI reaches a Redis Cluster (list SCANs
-// every master; force-unlock announces on the channel the runtimes listen
-// to, sharded on Redis 7) and a master behind Sentinel.
-func TestCLIClusterAndSentinel(t *testing.T) {
+// TestCLIDeployments: the CLI reaches a Redis Cluster (list SCANs every
+// master; force-unlock announces on the channel the runtimes listen to,
+// sharded on Redis 7), a master behind Sentinel, and a TLS server that
+// wants a client certificate.
+func TestCLIDeployments(t *testing.T) {
 	bin := buildCLI(t)
 	ctx := ctxFor(t, 60*time.Second)
 
@@ -453,5 +454,28 @@ func TestCLIClusterAndSentinel(t *testing.T) {
 		r = runCLI(t, bin, "--sentinel-master", "nosuchmaster", "--timeout", "2s", "--url", "redis://"+sentinel.Addr, "inspect", "sentinel:lock")
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "cannot reach Redis")
+	})
+
+	t.Run("tls", func(t *testing.T) {
+		srv, err := redisserver.StartTLS()
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = srv.Close() })
+		tlsConf, err := srv.Certs.ClientConfig()
+		require.NoError(t, err)
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, TLSConfig: tlsConf})
+		t.Cleanup(func() { _ = rdb.Close() })
+		require.NoError(t, rdb.HIncrBy(ctx, "tls:lock", redissonOwner, 1).Err())
+		url := "rediss://" + srv.Addr
+		c := srv.Certs
+		r := runCLI(t, bin, "--url", url, "--cacert", c.CA, "--cert", c.ClientCert, "--key", c.ClientKey, "inspect", "tls:lock")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, redissonOwner+"  1 hold\n")
+		r = runCLI(t, bin, "--url", url, "--cert", c.ClientCert, "--key", c.ClientKey, "inspect", "tls:lock")
+		assert.Equal(t, 1, r.code, "a server certificate of an unknown CA")
+		assert.Contains(t, r.stderr, "cannot reach Redis at "+srv.Addr)
+		assert.Contains(t, r.stderr, "certificate")
+		r = runCLI(t, bin, "--url", "redis://"+srv.Addr, "--cacert", c.CA, "inspect", "tls:lock")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "use a rediss:// URL")
 	})
 }

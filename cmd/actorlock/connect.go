@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +19,9 @@ type target struct {
 	url            string
 	cluster        bool
 	sentinelMaster string
+	// PEM files for rediss://: a CA to trust besides the system's, and a
+	// client certificate for servers that ask for one.
+	caCert, cert, key string
 }
 
 // usageError is a mistake in the command line (exit code 2).
@@ -72,12 +78,18 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 	if t.cluster && t.sentinelMaster != "" {
 		return nil, usageError{"--cluster and --sentinel-master exclude each other"}
 	}
+	if u.Scheme != "rediss" && t.caCert+t.cert+t.key != "" {
+		return nil, usageError{"--cacert, --cert and --key are for TLS: use a rediss:// URL"}
+	}
 	var rdb redis.UniversalClient
 	switch {
 	case t.cluster:
 		opts, err := redis.ParseClusterURL(t.url)
 		if err != nil {
 			return nil, usageError{"invalid --url: " + scrub(err.Error(), hide)}
+		}
+		if err := t.tlsFiles(opts.TLSConfig); err != nil {
+			return nil, err
 		}
 		rdb = redis.NewClusterClient(opts)
 	case t.sentinelMaster != "":
@@ -87,12 +99,18 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, usageError{"invalid --url: " + scrub(err.Error(), hide)}
 		}
+		if err := t.tlsFiles(opts.TLSConfig); err != nil {
+			return nil, err
+		}
 		opts.MasterName = t.sentinelMaster
 		rdb = redis.NewFailoverClient(opts)
 	default:
 		opts, err := redis.ParseURL(t.url)
 		if err != nil {
 			return nil, usageError{"invalid --url: " + scrub(err.Error(), hide)}
+		}
+		if err := t.tlsFiles(opts.TLSConfig); err != nil {
+			return nil, err
 		}
 		rdb = redis.NewClient(opts)
 	}
@@ -105,6 +123,39 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 		return nil, fmt.Errorf("cannot reach Redis at %s: %s", where, scrub(err.Error(), hide))
 	}
 	return rdb, nil
+}
+
+// tlsFiles adds --cacert, --cert and --key to the TLS configuration that
+// go-redis made for a rediss:// URL.
+func (t target) tlsFiles(cfg *tls.Config) error {
+	if cfg == nil {
+		return nil
+	}
+	if t.caCert != "" {
+		pem, err := os.ReadFile(t.caCert)
+		if err != nil {
+			return usageError{"--cacert: " + err.Error()}
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return usageError{fmt.Sprintf("--cacert: no PEM certificate in %s", t.caCert)}
+		}
+		cfg.RootCAs = pool
+	}
+	if (t.cert == "") != (t.key == "") {
+		return usageError{"--cert and --key go together"}
+	}
+	if t.cert != "" {
+		c, err := tls.LoadX509KeyPair(t.cert, t.key)
+		if err != nil {
+			return usageError{"--cert/--key: " + err.Error()}
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return nil
 }
 
 func isAuthError(err error) bool {

@@ -7,11 +7,13 @@
 //	actorlock [flags] force-unlock NAME   delete a lock whoever holds it (needs --yes)
 //	actorlock [flags] queue stats NAME    a delayed queue's backlog
 //
-// Redis is given with --url (or ACTORLOCK_URL) as redis://[user:password@]host:port[/db],
-// rediss:// for TLS, with --cluster for a Redis Cluster or --sentinel-master
-// NAME for Sentinel. Exit status: 0 done, 1 failed (Redis unreachable or
-// refused the password, the name is no lock, ...), 2 bad command line or
-// URL.
+// Redis is given with --url (or ACTORLOCK_URL, which keeps the password
+// out of the process list) as redis://[user:password@]host:port[/db],
+// rediss:// for TLS (--cacert, --cert, --key as redis-cli's), with --cluster
+// for a Redis Cluster or --sentinel-master NAME for Sentinel. The password
+// is never printed. Exit status: 0 done, 1 failed (Redis unreachable or
+// refused the password, the name is no lock, force-unlock without --yes,
+// ...), 2 bad command line or URL.
 package main
 
 import (
@@ -64,6 +66,9 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.Var(secretString{&g.url}, "url", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS (default $ACTORLOCK_URL)")
 	fs.BoolVar(&g.cluster, "cluster", g.cluster, "Redis Cluster: --url names a node (more with ?addr=host:port)")
 	fs.StringVar(&g.sentinelMaster, "sentinel-master", g.sentinelMaster, "Sentinel: the master's `name`; --url names a Sentinel (more with ?addr=host:port, the master's password as ?password=)")
+	fs.StringVar(&g.caCert, "cacert", g.caCert, "rediss://: PEM `file` of a CA to trust besides the system's")
+	fs.StringVar(&g.cert, "cert", g.cert, "rediss://: PEM `file` of a client certificate, for servers that ask for one (with --key)")
+	fs.StringVar(&g.key, "key", g.key, "rediss://: PEM `file` of the client certificate's key")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on connecting and on each read")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of text (inspect, list, queue stats)")
 }
