@@ -120,6 +120,37 @@ func TestCLI(t *testing.T) {
 		assert.Regexp(t, id+`  expires \S+ \S+ \(in 1\d\.\d+s\)`, r.stdout)
 	})
 
+	t.Run("inspect count-down latch and semaphore", func(t *testing.T) {
+		latch := rt.CountDownLatch("cli:latch")
+		_, err := latch.TrySetCount(ctx, 2)
+		require.NoError(t, err)
+		// Without a waiter a latch's STRING looks like a semaphore's:
+		// --kind says which it is.
+		r := cli("inspect", "--kind", "count-down-latch", "cli:latch")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "kind:      count-down-latch\n")
+		assert.Contains(t, r.stdout, "count:     2\n")
+		// A waiter subscribed to the latch's channel tells them apart.
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); _ = latch.Await(wctx) }()
+		defer func() { cancel(); <-done }()
+		require.Eventually(t, func() bool {
+			r = cli("inspect", "cli:latch")
+			return r.code == 0 && strings.Contains(r.stdout, "kind:      count-down-latch\n")
+		}, 10*time.Second, 50*time.Millisecond, "detected as: %s%s", r.stdout, r.stderr)
+
+		_, err = rt.Semaphore("cli:sem").TrySetPermits(ctx, 3)
+		require.NoError(t, err)
+		r = cli("inspect", "cli:sem")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "kind:      semaphore\n")
+		assert.Contains(t, r.stdout, "available: 3 permits\n")
+		r = cli("inspect", "--kind", "no-such-kind", "cli:sem")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "unknown kind")
+	})
+
 	t.Run("queue stats of a delayed queue", func(t *testing.T) {
 		q := rt.DelayedQueue("cli:jobs")
 		defer q.Close()
