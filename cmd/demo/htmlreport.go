@@ -250,6 +250,8 @@ type timelineView struct {
 	Events        []axisLine
 	Sections      int
 	Bars          int
+	KillMs        string // data-kill: the SIGKILL, ms since the start ("" if none)
+	TakeoverMs    string // data-takeover: the leader lock's takeover
 	Aggregated    bool
 	ColumnPx      int    // width of an aggregated column
 	ColumnTime    string // the time a column stands for
@@ -354,6 +356,12 @@ func buildTimeline(in reportInput) timelineView {
 			a.LabelX, a.Anchor = f(x-4), "end"
 		}
 		v.Events = append(v.Events, a)
+	}
+	if in.killAt != 0 {
+		v.KillMs = msSince(in.killAt, t0)
+	}
+	if in.takeoverAt != 0 {
+		v.TakeoverMs = msSince(in.takeoverAt, t0)
 	}
 	switch {
 	case in.killAt != 0:
