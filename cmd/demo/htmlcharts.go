@@ -161,7 +161,7 @@ const binsPerDecade = 5
 // zero and negatives, which a log axis cannot show) fall into the first
 // bin, and the caption says how many.
 func logHistogram(ds []time.Duration, caption string) histView {
-	fr, x0, x1, y0, y1 := newFrame("milliseconds (log scale)")
+	fr, x0, x1, y0, y1 := newFrame("log scale")
 	h := histView{frame: fr, Count: len(ds)}
 	h.Caption = caption
 	if len(ds) == 0 {
@@ -232,21 +232,28 @@ func logHistogram(ds []time.Duration, caption string) histView {
 		h.Marks = append(h.Marks, axisLine{X: f(x), Y1: f(y0 + m.above), Y2: f(y1), LabelX: f(x + 3), LabelY: f(y0 + m.above + 8),
 			Label: fmt.Sprintf("%s %s", m.name, ms(d)), Class: "pmark", Anchor: "start"})
 	}
-	// A label near the right edge goes to the line's left.
+	// A label that would cross the right edge goes to the line's left.
 	for i := range h.Marks {
-		if x, _ := strconv.ParseFloat(h.Marks[i].X, 64); x > x1-110 {
+		if x, _ := strconv.ParseFloat(h.Marks[i].X, 64); x+3+float64(len(h.Marks[i].Label))*6 > x1 {
 			h.Marks[i].LabelX, h.Marks[i].Anchor = f(x-3), "end"
 		}
 	}
 	return h
 }
 
-// msLabel names a bin edge: 0.01ms, 0.1ms, 1ms, 10ms, 100ms, 1s, 10s.
+// msLabel names a bin edge given in milliseconds, in the unit that keeps
+// it short: 10ns, 100µs, 1ms, 10s.
 func msLabel(v float64) string {
-	if v >= 1000 {
-		return strconv.FormatFloat(v/1000, 'g', 3, 64) + "s"
+	g := func(x float64, unit string) string { return strconv.FormatFloat(x, 'g', 3, 64) + unit }
+	switch {
+	case v >= 1000:
+		return g(v/1000, "s")
+	case v >= 1:
+		return g(v, "ms")
+	case v >= 0.001:
+		return g(v*1000, "µs")
 	}
-	return strconv.FormatFloat(v, 'g', 3, 64) + "ms"
+	return g(v*1e6, "ns")
 }
 
 // nodeSeries is one node's throughput over time.

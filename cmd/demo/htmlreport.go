@@ -100,6 +100,7 @@ type figureRow struct {
 type reportPage struct {
 	Title     string
 	Verdict   string
+	Killed    bool // the kill's legend entries
 	Run       []string
 	Style     template.CSS
 	Legend    []legendNode
@@ -122,6 +123,7 @@ func buildPage(in reportInput) reportPage {
 		Verdict:   sum.Verdict,
 		Generated: time.Now().UTC().Format("2006-01-02 15:04:05 MST"),
 		Example:   in.example,
+		Killed:    in.killAt != 0,
 	}
 	how := "ran"
 	if sum.Interrupted {
@@ -328,7 +330,7 @@ func buildTimeline(in reportInput) timelineView {
 		ln.Rows = rows
 		lb := laneBuilder{sc: sc, t0: t0, y: y, rowH: (laneH - 2) / float64(rows), colNs: colNs}
 		ln.Bars = lb.bars(ss, rowOf, rows)
-		if name == leaderLock && in.killAt != 0 && in.takeoverAt > in.killAt {
+		if name == leaderLock && !in.cfg.unsafe && in.killAt != 0 && in.takeoverAt > in.killAt {
 			gx0, gx1 := sc.x(in.killAt), sc.x(in.takeoverAt)
 			ln.Gap = &gapView{X: f(gx0), Y: f(y), W: f(gx1 - gx0), H: f(laneH),
 				LabelX: f((gx0 + gx1) / 2), LabelY: f(y + laneH/2 + 4)}
@@ -369,7 +371,9 @@ func buildTimeline(in reportInput) timelineView {
 	case in.abdicateAt != 0:
 		ev(in.abdicateAt, fmt.Sprintf("node %d releases %s at %s", in.victim, leaderLock, secLabel(in.abdicateAt, t0)), "event", 14)
 	}
-	if in.takeoverAt != 0 && (in.killAt != 0 || in.abdicateAt != 0) {
+	// --unsafe has no leader to take over: its "takeover" is just another
+	// node's first section, which means nothing.
+	if event := max(in.killAt, in.abdicateAt); !in.cfg.unsafe && event != 0 && in.takeoverAt >= event {
 		ev(in.takeoverAt, fmt.Sprintf("%s taken over at %s", leaderLock, secLabel(in.takeoverAt, t0)), "takeover", 29)
 	}
 	return v
