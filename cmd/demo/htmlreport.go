@@ -221,15 +221,16 @@ type barView struct {
 }
 
 type laneView struct {
-	Family   string // heading shown above the lane, if it opens a family
-	FamilyY  string
-	Lock     string
-	LabelY   string
-	Y, H     string
-	Rows     int
-	Sections int
-	Bars     []barView
-	Gap      *gapView // the leader's wait for the lease, after the kill
+	Family     string // heading shown above the lane, if it opens a family
+	FamilyY    string
+	Lock       string
+	LabelY     string
+	LabelClass string
+	Y, H       string
+	Rows       int
+	Sections   int
+	Bars       []barView
+	Gap        *gapView // the leader's wait for the lease, after the kill
 }
 
 type gapView struct {
@@ -325,15 +326,21 @@ func buildTimeline(in reportInput) timelineView {
 			ln.Family, ln.FamilyY = title, f(y+15)
 			y += tlFamilyH
 		}
-		ln.Y, ln.H, ln.LabelY = f(y), f(laneH), f(y+laneH/2+4)
 		rowOf, rows := assignRows(ss)
 		ln.Rows = rows
-		lb := laneBuilder{sc: sc, t0: t0, y: y, rowH: (laneH - 2) / float64(rows), colNs: colNs}
+		h := max(laneH, float64(rows)*5+2) // rows of 5 px at least
+		ln.Y, ln.H, ln.LabelY = f(y), f(h), f(y+h/2+4)
+		if h < 14 {
+			ln.LabelClass = "lock thin"
+		} else {
+			ln.LabelClass = "lock"
+		}
+		lb := laneBuilder{sc: sc, t0: t0, y: y, rowH: (h - 2) / float64(rows), colNs: colNs}
 		ln.Bars = lb.bars(ss, rowOf, rows)
 		if name == leaderLock && !in.cfg.unsafe && in.killAt != 0 && in.takeoverAt > in.killAt {
 			gx0, gx1 := sc.x(in.killAt), sc.x(in.takeoverAt)
-			ln.Gap = &gapView{X: f(gx0), Y: f(y), W: f(gx1 - gx0), H: f(laneH),
-				LabelX: f((gx0 + gx1) / 2), LabelY: f(y + laneH/2 + 4)}
+			ln.Gap = &gapView{X: f(gx0), Y: f(y), W: f(gx1 - gx0), H: f(h),
+				LabelX: f((gx0 + gx1) / 2), LabelY: f(y + h/2 + 4)}
 			wait := time.Duration(in.takeoverAt - in.killAt).Round(time.Millisecond)
 			// The longest label that fits (at ~6 px a character).
 			for _, l := range []string{fmt.Sprintf("held by the dead node until its lease ran out: %v", wait), fmt.Sprintf("dead node's lease: %v", wait), wait.String()} {
@@ -345,7 +352,7 @@ func buildTimeline(in reportInput) timelineView {
 		}
 		v.Bars += len(ln.Bars)
 		v.Lanes = append(v.Lanes, ln)
-		y += laneH
+		y += h
 	}
 	bottom := y + 4
 	v.AxisY, v.AxisLabelY = f(bottom), f(bottom+16)
