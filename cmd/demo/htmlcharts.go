@@ -188,14 +188,12 @@ func logHistogram(ds []time.Duration, caption string) histView {
 	kHi = int(math.Ceil(float64(kHi)/binsPerDecade)) * binsPerDecade
 	counts := make([]int, kHi-kLo)
 	for _, d := range sorted {
-		k := kLo
+		k := kLo - 1 // zero and negatives: below any log axis
 		if v := msOf(d); v > 0 {
 			k = int(math.Floor(math.Log10(v) * binsPerDecade))
 		}
-		if k <= kLo {
-			if k < kLo {
-				h.Clamped++
-			}
+		if k < kLo {
+			h.Clamped++
 			k = kLo
 		}
 		counts[min(k, kHi-1)-kLo]++

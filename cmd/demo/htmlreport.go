@@ -165,11 +165,10 @@ func buildPage(in reportInput) reportPage {
 	}
 	p.Handoff = logHistogram(hs, fmt.Sprintf("%d hand-offs: from a release to the next holder's acquisition, when that holder was already waiting", len(hs)))
 	p.Lateness = logHistogram(in.lateness, fmt.Sprintf("%d delayed jobs: delivery time minus due time", len(in.lateness)))
-	if p.Lateness.Clamped > 0 {
-		p.Lateness.Caption += fmt.Sprintf("; %d delivered at or before due time are in the first bar", p.Lateness.Clamped)
-	}
-	if p.Handoff.Clamped > 0 {
-		p.Handoff.Caption += fmt.Sprintf("; %d below the axis are in the first bar", p.Handoff.Clamped)
+	for _, h := range []*histView{&p.Handoff, &p.Lateness} {
+		if h.Clamped > 0 {
+			h.Caption += fmt.Sprintf("; %d at or below the axis's left end (zero or less, or too small to show) are counted in the first bar", h.Clamped)
+		}
 	}
 	p.Through = buildThroughput(in)
 

@@ -88,6 +88,21 @@ func TestReportAggregatesAboveTheBudget(t *testing.T) {
 	t.Logf("%d sections as %d bars, %d KB", len(in.secs), bars, len(html)/1024)
 }
 
+func TestLogHistogramCountsEveryValue(t *testing.T) {
+	ds := []time.Duration{-time.Millisecond, 0, time.Nanosecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 3 * time.Second}
+	h := logHistogram(ds, "")
+	n := 0
+	for _, b := range h.Bars {
+		n += b.Count
+	}
+	assert.Equal(t, len(ds), n)
+	// 6 decades below 3 s reach down to 3 µs: the nanosecond, zero and
+	// the negative value fall below it.
+	assert.Equal(t, 3, h.Clamped)
+	assert.Equal(t, "1µs", h.XTicks[0].Label)
+	assert.Equal(t, "10s", h.XTicks[len(h.XTicks)-1].Label)
+}
+
 func TestReportPathIsCheckedBeforeTheRun(t *testing.T) {
 	var stderr bytes.Buffer
 	_, err := parseFlags([]string{"--report", "/nonexistent-dir/report.html"}, &stderr)
