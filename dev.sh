@@ -3,28 +3,32 @@
 #   ./dev.sh demo [demo flags]   run the demo; it starts its own redis-server
 #   ./dev.sh test                vet, then run every test against real redis-server
 #                                processes (plain, then under the race detector)
-# Both install redis-server with apt-get when it is missing.
+# Both install redis-server with apt-get when it is missing; test also installs
+# Chromium, which renders the demo's HTML report headless.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-ensure_redis() {
-	command -v redis-server >/dev/null 2>&1 && return
-	echo "dev.sh: redis-server not found; installing it with apt-get" >&2
+# ensure CMD PACKAGE: install PACKAGE with apt-get when CMD is missing.
+ensure() {
+	command -v "$1" >/dev/null 2>&1 && return
+	echo "dev.sh: $1 not found; installing $2 with apt-get" >&2
 	local sudo=""
 	[ "$(id -u)" -eq 0 ] || sudo="sudo"
 	$sudo apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >/dev/null
-	command -v redis-server >/dev/null 2>&1 || { echo "dev.sh: redis-server still missing" >&2; exit 1; }
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >/dev/null
+	command -v "$1" >/dev/null 2>&1 || { echo "dev.sh: $1 still missing" >&2; exit 1; }
 }
 
 case "${1:-}" in
 demo)
 	shift
-	ensure_redis
+	ensure redis-server redis-server
 	exec go run ./cmd/demo "$@"
 	;;
 test)
-	ensure_redis
+	ensure redis-server redis-server
+	# The demo report's test opens the page in headless Chromium.
+	ensure chromium chromium
 	unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$unformatted" ]; then
 		echo "dev.sh: gofmt would change: $unformatted" >&2

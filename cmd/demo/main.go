@@ -4,7 +4,7 @@
 // Usage:
 //
 //	go run ./cmd/demo [--nodes 3] [--duration 20s] [--lease 3s] [--kill=true]
-//	                  [--redis-cluster | --redis ADDR[,ADDR...]]
+//	                  [--redis-cluster | --redis ADDR[,ADDR...]] [--report FILE.html]
 //
 // Without --redis it starts its own Redis: one redis-server on a free
 // loopback port, or a 3-master Redis Cluster with --redis-cluster, and stops
@@ -41,6 +41,12 @@
 // once, and the leader lock was taken over. Exit status 0 if all of it
 // held, 1 if not, 2 if the demo could not run (bad flags, no redis-server).
 //
+// --report FILE.html also writes the run as one self-contained page (inline
+// SVG, no scripts, no external assets): per lock a timeline of critical
+// sections coloured by node with the kill marked, the hand-off latency and
+// delayed-job lateness histograms, per-node throughput over time and the
+// verdict table.
+//
 // Hidden flags, left out of -h:
 //
 //	--unsafe     nodes skip the locks, to show what they prevent: the
@@ -55,6 +61,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -78,6 +85,7 @@ type config struct {
 	accounts     int
 	jobs         int
 	unsafe       bool
+	report       string // --report: write the HTML report here
 
 	// Node processes only.
 	node        int    // >= 0: run as this node
@@ -137,6 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&cfg.redisCluster, "redis-cluster", false, "start a 3-master Redis Cluster instead of a single redis-server")
 	fs.IntVar(&cfg.accounts, "accounts", 8, "bank accounts (2 to 64)")
 	fs.IntVar(&cfg.jobs, "jobs", 4, "fair-locked jobs (1 to 64)")
+	fs.StringVar(&cfg.report, "report", "", "also write the run as a self-contained HTML page (timelines, histograms, verdict) to `FILE.html`")
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "skip the locks, to show what they prevent")
 	fs.IntVar(&cfg.node, "node", -1, "internal: run as node `N`")
 	fs.BoolVar(&cfg.nodeCluster, "node-cluster", false, "internal: --redis is a cluster")
@@ -176,6 +185,12 @@ func (c config) validate() error {
 		return errors.New("--redis and --redis-cluster exclude each other (--redis with a cluster node or seed list uses that cluster)")
 	case c.node >= c.nodes:
 		return errors.New("--node must be below --nodes")
+	}
+	if c.report != "" {
+		// Found out now rather than after the whole run.
+		if fi, err := os.Stat(filepath.Dir(c.report)); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--report %q: its directory does not exist", c.report)
+		}
 	}
 	for _, a := range splitAddrs(c.redis) {
 		if !strings.Contains(a, ":") {

@@ -57,6 +57,7 @@ type summary struct {
 		Want int64 `json:"want"`
 		Got  int64 `json:"got"`
 	} `json:"balance"`
+	Sections   int `json:"sections"` // per lock: a MultiLock section counts once per lock
 	Transfers  int `json:"transfers"`
 	Overlaps   int `json:"overlaps"`
 	Inversions int `json:"inversions"`
@@ -265,6 +266,16 @@ func (r *runner) verdict() int {
 		ok = ok && c.status != "FAIL"
 	}
 	sum.Verdict = passFail(ok)
+	sum.Sections = len(secs)
+
+	var reportErr error
+	if r.cfg.report != "" {
+		reportErr = writeReport(r.cfg.report, reportInput{
+			cfg: r.cfg, backend: r.be.String(), sum: sum, checks: checks, example: example, secs: secs,
+			handoffs: hs, lateness: late, start: r.workStart.UnixNano(), end: r.workEnd.UnixNano(),
+			killAt: a.killAt, abdicateAt: a.abdicatedAt, takeoverAt: a.takeoverAt, victim: a.victim,
+		})
+	}
 
 	r.printFigures(out, sum, work)
 	printChecks(out, checks)
@@ -281,10 +292,16 @@ func (r *runner) verdict() int {
 	for _, m := range a.lostMsgs {
 		fmt.Fprintln(out, "  lost:", m)
 	}
+	switch {
+	case reportErr != nil:
+		fmt.Fprintln(r.std.err, "demo: writing the report:", reportErr)
+	case r.cfg.report != "":
+		fmt.Fprintln(out, "report:", r.cfg.report)
+	}
 	fmt.Fprintln(out, "VERDICT:", sum.Verdict)
 	b, _ := json.Marshal(sum)
 	fmt.Fprintf(out, "SUMMARY %s\n", b)
-	if !ok {
+	if !ok || reportErr != nil {
 		return exitFail
 	}
 	return exitPass
