@@ -141,6 +141,7 @@ type demoSummary struct {
 	Delayed  struct {
 		Offered   int `json:"offered"`
 		Delivered int `json:"delivered"`
+		InDoubt   int `json:"in_doubt"` // offered by the killed node, unreported
 	} `json:"delayed"`
 }
 
@@ -176,7 +177,10 @@ func assertWorkedWithTakeover(t *testing.T, s demoSummary, lease time.Duration) 
 		assert.Positive(t, s.Kinds[k].Acquisitions, "acquisitions of %s", k)
 	}
 	assert.Positive(t, s.Delayed.Delivered)
-	assert.Equal(t, s.Delayed.Offered, s.Delayed.Delivered)
+	// A job the killed node offered without living to report it may or may
+	// not have been delivered (the verdict checks each job exactly once).
+	assert.GreaterOrEqual(t, s.Delayed.Delivered, s.Delayed.Offered)
+	assert.LessOrEqual(t, s.Delayed.Delivered, s.Delayed.Offered+s.Delayed.InDoubt)
 	assert.True(t, s.Killed, "a node was killed")
 	assert.Equal(t, lease.Milliseconds(), s.LeaseMs)
 	require.GreaterOrEqual(t, s.TakeoverMs, 0.0, "the leader lock was taken over")
