@@ -80,11 +80,14 @@ type keptKey struct {
 }
 
 type kept struct {
-	keep       Keep
-	lease      time.Duration // 0: not known yet
-	stop       scheduler.CancelFunc
-	pending    string    // request id of the renewal not answered yet
-	sentAt     time.Time // when pending was sent
+	keep  Keep
+	lease time.Duration // 0: not known yet
+	stop  scheduler.CancelFunc
+	// pending: renewals not answered yet, by request id, with when each was
+	// sent. Any of them may come back (a slow answer still proves the
+	// runtime kept the lock from when it was sent), so none is forgotten
+	// before a lease has passed.
+	pending    map[string]time.Time
 	validUntil time.Time // the lock counts as held until then; zero: not known yet
 	expiry     scheduler.CancelFunc
 }
@@ -105,7 +108,7 @@ const unknownLeaseRenewal = 100 * time.Millisecond
 // actor system's root context, and stop when it stops.
 type keeper struct {
 	kept   map[keptKey]*kept
-	byReq  map[string]keptKey // unanswered renewals; one per kept lock at most
+	byReq  map[string]keptKey // unanswered renewals (a few per kept lock)
 	seq    uint64
 	timers *scheduler.TimerScheduler
 }
@@ -168,8 +171,8 @@ func (k *keeper) Receive(ctx actor.Context) {
 		delete(k.byReq, m.RequestId)
 		e := k.kept[key]
 		if e != nil {
-			sentAt := e.sentAt
-			e.pending = ""
+			sentAt := e.pending[m.RequestId]
+			delete(e.pending, m.RequestId)
 			if m.Error == nil && m.Renewed {
 				if lease := time.Duration(m.LeaseMs) * time.Millisecond; lease > 0 {
 					k.setLease(ctx, key, e, lease)
@@ -187,15 +190,25 @@ func (k *keeper) Receive(ctx actor.Context) {
 	}
 }
 
-// renew sends a RenewRequest for e (replacing one not answered yet).
+// renew sends a RenewRequest for e, and forgets those unanswered for more
+// than a lease (their answer could no longer extend anything).
 func (k *keeper) renew(ctx actor.Context, key keptKey, e *kept) {
-	delete(k.byReq, e.pending)
+	now := time.Now()
+	for id, sent := range e.pending {
+		if now.Sub(sent) > max(e.lease, time.Second) {
+			delete(e.pending, id)
+			delete(k.byReq, id)
+		}
+	}
+	if e.pending == nil {
+		e.pending = map[string]time.Time{}
+	}
 	k.seq++
-	e.pending = "actorlock-keeper-" + strconv.FormatUint(k.seq, 10)
-	e.sentAt = time.Now()
-	k.byReq[e.pending] = key
+	id := "actorlock-keeper-" + strconv.FormatUint(k.seq, 10)
+	e.pending[id] = now
+	k.byReq[id] = key
 	ctx.Request(e.keep.Runtime, &messages.RenewRequest{
-		RequestId: e.pending, Name: e.keep.Name, Kind: e.keep.Kind, OwnerToken: e.keep.OwnerToken,
+		RequestId: id, Name: e.keep.Name, Kind: e.keep.Kind, OwnerToken: e.keep.OwnerToken,
 	})
 }
 
@@ -237,7 +250,9 @@ func (k *keeper) forget(key keptKey) {
 		if e.expiry != nil {
 			e.expiry()
 		}
-		delete(k.byReq, e.pending)
+		for id := range e.pending {
+			delete(k.byReq, id)
+		}
 		delete(k.kept, key)
 	}
 }
