@@ -1276,8 +1276,8 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 }
 
 // armValidity keeps one timer at the earliest validity deadline of all
-// holds; if it fires early (a renewal moved the deadline), expireHolds
-// re-arms it.
+// holds, moved with every renewal; if it fires early (the earliest hold
+// went meanwhile), expireHolds re-arms it.
 func (a *lockActor) armValidity() {
 	var earliest time.Time
 	for _, h := range a.holds {
@@ -1286,7 +1286,7 @@ func (a *lockActor) armValidity() {
 		}
 	}
 	if !earliest.IsZero() {
-		a.validity.setEarliest(a.timers, a.self, earliest)
+		a.validity.follow(a.env.System.Root, a.self, earliest)
 	}
 }
 
@@ -1514,8 +1514,8 @@ func (h *hold) liveness() bool {
 	return h.remote && (h.watchdogs > 0 || h.suspect) && !h.aliveUntil.IsZero()
 }
 
-// armAlive keeps one timer at the earliest liveness deadline; if it fires
-// early (a RenewRequest moved the deadline), expireOwners re-arms it.
+// armAlive keeps one timer at the earliest liveness deadline, moved with
+// every RenewRequest; if it fires early, expireOwners re-arms it.
 func (a *lockActor) armAlive() {
 	var earliest time.Time
 	consider := func(t time.Time) {
@@ -1532,7 +1532,7 @@ func (a *lockActor) armAlive() {
 		consider(r.suspectUntil)
 	}
 	if !earliest.IsZero() {
-		a.alive.setEarliest(a.timers, a.self, earliest)
+		a.alive.follow(a.env.System.Root, a.self, earliest)
 	}
 }
 

@@ -49,12 +49,22 @@ type RenewGone struct {
 
 type renewTick struct{}
 
+// renewDone reports one chunk of a round.
 type renewDone struct {
 	sentAt  time.Time
 	batches [][]*renewEntry
 	held    [][]bool // per batch; nil when the call failed
 	err     error
+	last    bool // the round's last chunk
 }
+
+// renewChunk is how many renewal scripts (of up to scripts.MaxRenewBatch
+// locks each) one pipelined round trip carries. Each chunk is reported as
+// soon as it returns, its holds valid from when it left: a round over 100k
+// holds never keeps the first ones waiting for the last (their validity
+// would run from the round's start), and the lock actors take their
+// Renewed messages while the next chunk is in Redis.
+const renewChunk = 10
 
 type renewKey struct{ name, owner string }
 
@@ -105,7 +115,7 @@ func (r *renewal) Receive(ctx actor.Context) {
 	case *statsQuery:
 		m.reply <- len(r.entries)
 	case *renewDone:
-		r.inFlight = false
+		r.inFlight = r.inFlight && !m.last
 		r.report(m)
 		r.syncTicker(ctx)
 	}
@@ -137,9 +147,15 @@ func (r *renewal) renewAll(ctx actor.Context) {
 	}
 	r.inFlight = true
 	batches := r.batches()
-	lease := r.env.Watchdog
-	r.env.goCall(ctx.Self(), func(ctx context.Context) any {
-		return runRenewals(ctx, r.env.Redis, lease, batches)
+	env, self := r.env, ctx.Self()
+	env.goCall(self, func(ctx context.Context) any {
+		for len(batches) > renewChunk {
+			env.System.Root.Send(self, runRenewals(ctx, env.Redis, env.Watchdog, batches[:renewChunk]))
+			batches = batches[renewChunk:]
+		}
+		d := runRenewals(ctx, env.Redis, env.Watchdog, batches)
+		d.last = true
+		return d
 	})
 }
 

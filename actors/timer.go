@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,6 +16,10 @@ type deadline struct {
 	seq  uint64
 	at   time.Time // when it fires; zero: not armed
 	stop scheduler.CancelFunc
+	// follow's runtime timer, reset at every move; when it fires it reads
+	// the sequence number of the latest arming from armed.
+	timer *time.Timer
+	armed atomic.Uint64
 }
 
 type timerFired struct {
@@ -32,10 +37,33 @@ func (t *deadline) set(s *scheduler.TimerScheduler, self *actor.PID, d time.Dura
 
 // setEarliest arms the timer for at, unless it already fires no later.
 func (t *deadline) setEarliest(s *scheduler.TimerScheduler, self *actor.PID, at time.Time) {
-	if t.stop != nil && !at.Before(t.at) {
+	if !t.at.IsZero() && !at.Before(t.at) {
 		return
 	}
 	t.set(s, self, time.Until(at))
+}
+
+// follow arms the timer for at, earlier or later than before, for a
+// deadline that keeps moving later (the validity of the holds, moved by
+// every renewal): one runtime timer is reset at each move, so the timer
+// fires only when due and a move allocates nothing. set would leave the
+// old arming to fire early and cost a new timer per move: per held name
+// and renewal, with 100k names held.
+func (t *deadline) follow(root *actor.RootContext, self *actor.PID, at time.Time) {
+	if t.stop != nil {
+		t.stop()
+		t.stop = nil
+	}
+	t.seq++
+	t.at = at
+	t.armed.Store(t.seq)
+	if t.timer == nil {
+		t.timer = time.AfterFunc(time.Until(at), func() {
+			root.Send(self, &timerFired{t: t, seq: t.armed.Load()})
+		})
+		return
+	}
+	t.timer.Reset(time.Until(at))
 }
 
 // cancel disarms the timer.
@@ -44,12 +72,18 @@ func (t *deadline) cancel() {
 		t.stop()
 		t.stop = nil
 	}
+	if t.timer != nil {
+		t.timer.Stop()
+	}
 	t.at = time.Time{}
 }
 
 // fired reports whether m is this timer's current firing, and disarms it.
+// A firing of follow's timer that was under way when the timer moved reads
+// the new sequence number but comes before the new time: it is stale too
+// (the moved timer fires again when due).
 func (t *deadline) fired(m *timerFired) bool {
-	if m.t != t || m.seq != t.seq || t.stop == nil {
+	if m.t != t || m.seq != t.seq || t.at.IsZero() || (t.timer != nil && time.Now().Before(t.at)) {
 		return false
 	}
 	t.stop, t.at = nil, time.Time{}
