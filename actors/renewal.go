@@ -86,6 +86,7 @@ type renewal struct {
 	entries  map[renewKey]*renewEntry
 	stopTick scheduler.CancelFunc
 	inFlight bool
+	missed   bool // a tick came while a round was in flight
 }
 
 func newRenewal(env *Env) *renewal {
@@ -117,6 +118,11 @@ func (r *renewal) Receive(ctx actor.Context) {
 	case *renewDone:
 		r.inFlight = r.inFlight && !m.last
 		r.report(m)
+		if m.last && r.missed {
+			// The round took longer than a tick: the next one starts now,
+			// not a tick later, so no hold waits two ticks for its turn.
+			r.renewAll(ctx)
+		}
 		r.syncTicker(ctx)
 	}
 }
@@ -140,12 +146,14 @@ func (r *renewal) stopTicker() {
 }
 
 func (r *renewal) renewAll(ctx actor.Context) {
-	// A round still in flight means Redis is slow: piling more on helps
-	// nobody, and the lock actors' validity timers bound what it costs.
+	// A round still in flight means Redis is slow or the holds are many:
+	// piling more on helps nobody (the lock actors' validity timers bound
+	// what a slow Redis costs); the next round starts when it ends.
 	if r.inFlight || len(r.entries) == 0 {
+		r.missed = r.inFlight
 		return
 	}
-	r.inFlight = true
+	r.inFlight, r.missed = true, false
 	batches := r.batches()
 	env, self := r.env, ctx.Self()
 	env.goCall(self, func(ctx context.Context) any {
