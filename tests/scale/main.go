@@ -37,7 +37,8 @@ func main() {
 	leases := flag.Int("hold", 3, "leases to hold the names for")
 	workers := flag.Int("workers", 64, "goroutines acquiring and unlocking the held names")
 	touchers := flag.Int("touchers", 4, "goroutines touching names")
-	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the time the names are held here")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of one phase of the held names here")
+	flag.StringVar(&profiled, "profile", "hold", "the phase -cpuprofile covers: acquire, hold, unlock or close")
 	memProfile := flag.String("memprofile", "", "write a heap profile, taken while every name is held, here")
 	flag.Parse()
 
@@ -113,6 +114,25 @@ func parallel(n, w int, fn func(i int) error) (time.Duration, error) {
 
 // held: n names acquired by w goroutines, held for leases watchdog leases
 // while the smallest PTTL among them is sampled, unlocked, then Close.
+// profiled is the phase of held that -cpuprofile covers.
+var profiled string
+
+// profile starts the CPU profile if phase is the one asked for; the
+// function it returns stops it.
+func profile(path, phase string) func() {
+	if path == "" || phase != profiled {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		fail("%v", err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }
+}
+
 func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfile, memProfile string) bool {
 	ctx := context.Background()
 	rt, err := actorlock.New(rdb, actorlock.WithWatchdog(lease), actorlock.WithLogger(logger))
@@ -122,10 +142,12 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	name := func(i int) string { return fmt.Sprintf("scale:held:%d", i) }
 	base := heap()
 	helds := make([]*actorlock.Held, n)
+	stop := profile(cpuProfile, "acquire")
 	acquire, err := parallel(n, w, func(i int) (err error) {
 		helds[i], err = rt.Lock(name(i)).Acquire(ctx)
 		return err
 	})
+	stop()
 	if err != nil {
 		fail("acquire: %v", err)
 	}
@@ -140,13 +162,7 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	}
 	st, _ := rt.Stats(ctx)
 	scriptsBefore := scriptCalls(rdb)
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			fail("%v", err)
-		}
-		_ = pprof.StartCPUProfile(f)
-	}
+	stop = profile(cpuProfile, "hold")
 
 	// Hold: sample the smallest PTTL of all n keys, round after round, with
 	// a script (a pipeline of n PTTLs would load this process, which is
@@ -162,7 +178,7 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 		time.Sleep(200 * time.Millisecond)
 	}
 	renewScripts := scriptCalls(rdb) - scriptsBefore
-	pprof.StopCPUProfile()
+	stop()
 	lost := 0
 	for _, h := range helds {
 		if h.Err() != nil {
@@ -183,6 +199,7 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	}
 
 	var unlockErrs atomic.Int64
+	stop = profile(cpuProfile, "unlock")
 	unlock, _ := parallel(n, w, func(i int) error {
 		if err := helds[i].Unlock(ctx); err != nil {
 			if unlockErrs.Add(1) == 1 {
@@ -193,7 +210,10 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	})
 	left, _ := rdb.Exists(ctx, name(0), name(n/2), name(n-1)).Result()
 	start := time.Now()
+	stop()
+	stop = profile(cpuProfile, "close")
 	closeErr := rt.Close(ctx)
+	stop()
 	closing := time.Since(start)
 
 	fmt.Printf("| held names | acquire all | heap per held lock | renewal | unlock all | Close afterwards |\n")
