@@ -28,6 +28,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 func main() {
@@ -35,6 +36,7 @@ func main() {
 	touch := flag.Int("touch", 1_000_000, "names acquired and unlocked one after another (0: skip)")
 	lease := flag.Duration("lease", 3*time.Second, "watchdog lease")
 	leases := flag.Int("hold", 3, "leases to hold the names for")
+	flag.BoolVar(&closeHeld, "close-held", false, "Close with every name still held, instead of unlocking them first")
 	workers := flag.Int("workers", 64, "goroutines acquiring and unlocking the held names")
 	touchers := flag.Int("touchers", 4, "goroutines touching names")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of one phase of the held names here")
@@ -114,6 +116,9 @@ func parallel(n, w int, fn func(i int) error) (time.Duration, error) {
 
 // held: n names acquired by w goroutines, held for leases watchdog leases
 // while the smallest PTTL among them is sampled, unlocked, then Close.
+// closeHeld: Close releases the held names (no unlock phase).
+var closeHeld bool
+
 // profiled is the phase of held that -cpuprofile covers.
 var profiled string
 
@@ -201,6 +206,9 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	var unlockErrs atomic.Int64
 	stop = profile(cpuProfile, "unlock")
 	unlock, _ := parallel(n, w, func(i int) error {
+		if closeHeld {
+			return nil // Close releases them
+		}
 		if err := helds[i].Unlock(ctx); err != nil {
 			if unlockErrs.Add(1) == 1 {
 				fmt.Fprintf(os.Stderr, "scale: unlock %s: %v\n", name(i), err)
@@ -208,21 +216,25 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 		}
 		return nil
 	})
-	left, _ := rdb.Exists(ctx, name(0), name(n/2), name(n-1)).Result()
-	start := time.Now()
 	stop()
 	stop = profile(cpuProfile, "close")
+	start := time.Now()
 	closeErr := rt.Close(ctx)
-	stop()
 	closing := time.Since(start)
+	stop()
+	left, _ := rdb.Exists(ctx, name(0), name(n/2), name(n-1)).Result()
+	closed := "Close afterwards"
+	if closeHeld {
+		closed = "Close with all held"
+	}
 
-	fmt.Printf("| held names | acquire all | heap per held lock | renewal | unlock all | Close afterwards |\n")
+	fmt.Printf("| held names | acquire all | heap per held lock | renewal | unlock all | %s |\n", closed)
 	fmt.Printf("|---|---|---|---|---|---|\n")
-	fmt.Printf("| %d | %.2f s | %.2f KiB | %d scripts in %d leases (%.0f names per script), min PTTL %.2f s of %v | %.2f s | %.2f s |\n",
-		n, acquire.Seconds(), float64(perLock)/1024, renewScripts, leases,
-		float64(n)*float64(3*leases)/float64(max(renewScripts, 1)), minPTTL.Seconds(), lease,
+	fmt.Printf("| %d | %.2f s | %.2f KiB | %d scripts of up to %d names in %d leases (each name renewed %.1f times a lease), min PTTL %.2f s of %v | %.2f s | %.2f s |\n",
+		n, acquire.Seconds(), float64(perLock)/1024, renewScripts, scripts.MaxRenewBatch, leases,
+		float64(renewScripts)*scripts.MaxRenewBatch/float64(n)/float64(leases), minPTTL.Seconds(), lease,
 		unlock.Seconds(), closing.Seconds())
-	fmt.Printf("while held: %d lock actors, %d renewals, %d subscriptions; %d PTTL sweeps; holds lost: %d; failed unlocks: %d; keys left after unlock: %d; Close: %v\n\n",
+	fmt.Printf("while held: %d lock actors, %d renewals, %d subscriptions; %d PTTL sweeps; holds lost: %d; failed unlocks: %d; keys left after Close: %d; Close: %v\n\n",
 		st.LockActors, st.Renewals, st.Subscriptions, rounds, lost, unlockErrs.Load(), left, closeErr)
 	return lost == 0 && unlockErrs.Load() == 0 && minPTTL >= lease/3 && left == 0 && closeErr == nil
 }
