@@ -1286,7 +1286,7 @@ func (a *lockActor) armValidity() {
 		}
 	}
 	if !earliest.IsZero() {
-		a.validity.follow(a.env.System.Root, a.self, earliest)
+		a.validity.moveTo(a.env.System.Root, a.self, earliest)
 	}
 }
 
@@ -1532,7 +1532,7 @@ func (a *lockActor) armAlive() {
 		consider(r.suspectUntil)
 	}
 	if !earliest.IsZero() {
-		a.alive.follow(a.env.System.Root, a.self, earliest)
+		a.alive.moveTo(a.env.System.Root, a.self, earliest)
 	}
 }
 
