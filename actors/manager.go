@@ -44,7 +44,7 @@ func newManager(env *Env) *manager {
 
 // lockMailbox: a lock actor's mailbox is mostly empty (a held name waits
 // for its next renewal), so it is the lock-free queue, a few dozen bytes
-// when empty, rather than the default ring buffer of ten slots (~250 bytes
+// when empty, rather than the default ring buffer of ten slots (~180 bytes
 // more per held name).
 var lockMailbox = actor.WithMailbox(actor.UnboundedLockfree())
 
