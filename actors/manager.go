@@ -38,15 +38,13 @@ type manager struct {
 
 func newManager(env *Env) *manager {
 	m := &manager{env: env, locks: newChildren[LockKey]()}
-	m.lockProps = props(func() actor.Actor { return newLockActor(m.env, m.spawning) }, lockMailbox)
+	// The default mailbox, not protoactor's lock-free one (~180 bytes less
+	// per held name): a consumer that finds a message counted but not yet
+	// linked in spins until its producer runs again, which on a loaded
+	// machine stalls the caller whose goroutine runs the lock actor.
+	m.lockProps = props(func() actor.Actor { return newLockActor(m.env, m.spawning) })
 	return m
 }
-
-// lockMailbox: a lock actor's mailbox is mostly empty (a held name waits
-// for its next renewal), so it is the lock-free queue, a few dozen bytes
-// when empty, rather than the default ring buffer of ten slots (~180 bytes
-// more per held name).
-var lockMailbox = actor.WithMailbox(actor.UnboundedLockfree())
 
 // lockProps: a lock actor that fails is stopped, never restarted: a fresh
 // actor would know nothing of the holds and waiters of the one that failed,
