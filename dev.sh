@@ -3,8 +3,11 @@
 #   ./dev.sh demo [demo flags]   run the demo; it starts its own redis-server
 #   ./dev.sh test                vet, then run every test against real redis-server
 #                                processes (plain, then under the race detector)
-# Both install redis-server with apt-get when it is missing; test also installs
-# Chromium, which renders the demo's HTML report headless.
+#   ./dev.sh scale [flags]       one runtime holding 100k names, then 1M names
+#                                touched one after another: prints figures
+#                                (flags: go run ./tests/scale -h)
+# They install redis-server with apt-get when it is missing; test also
+# installs Chromium, which renders the demo's HTML report headless.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -56,8 +59,15 @@ test)
 		(cd tests/bench && go vet ./... && go test -count=1 ./...)
 	fi
 	;;
+scale)
+	shift
+	ensure_redis
+	# Built without -race: it measures speed and memory.
+	go build -o "${TMPDIR:-/tmp}/actorlock-scale" ./tests/scale
+	exec "${TMPDIR:-/tmp}/actorlock-scale" "$@"
+	;;
 *)
-	echo "usage: ./dev.sh demo [flags] | ./dev.sh test" >&2
+	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh scale [flags]" >&2
 	exit 2
 	;;
 esac

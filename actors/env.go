@@ -103,8 +103,10 @@ type Env struct {
 // hand-off at each step. This is safe because no Receive ever blocks: Redis
 // calls run on goroutines of their own, replies go to buffered channels, and
 // nothing waits for a goroutine inside Receive (which could be its own).
+//
+// opts come after that dispatcher, so they may replace it.
 func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(produce, append(opts, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))...)
+	return actor.PropsFromProducer(produce, append([]actor.PropsOption{actor.WithDispatcher(actor.NewSynchronizedDispatcher(300))}, opts...)...)
 }
 
 func newEnv(cfg Config) *Env {

@@ -49,12 +49,27 @@ type RenewGone struct {
 
 type renewTick struct{}
 
+// renewDone reports one chunk of a round.
 type renewDone struct {
 	sentAt  time.Time
 	batches [][]*renewEntry
 	held    [][]bool // per batch; nil when the call failed
 	err     error
+	last    bool // the round's last chunk
 }
+
+// renewChunk is how many renewal scripts (of up to scripts.MaxRenewBatch
+// locks each) one pipelined round trip carries. Each chunk is reported as
+// soon as it returns, its holds valid from when it left: a round over 100k
+// holds never keeps the first ones waiting for the last (their validity
+// would run from the round's start), and the lock actors take their
+// Renewed messages while the next chunk is in Redis.
+const renewChunk = 10
+
+// renewParts is how many goroutines share a round's chunks: while one
+// reports what came back (a message to each lock actor), the other's next
+// chunk is in Redis.
+const renewParts = 2
 
 type renewKey struct{ name, owner string }
 
@@ -64,6 +79,38 @@ type renewEntry struct {
 	lock  *actor.PID
 	rw    bool
 	reads int64
+	// In renewal.order.
+	prev, next *renewEntry
+}
+
+// renewOrder lists the entries least recently renewed first (registered
+// counts as renewed: the hold was just acquired). A round takes them in
+// this order, so each hold waits one round between renewals, wherever it
+// fell in the one before (a map's order would make that up to two).
+type renewOrder struct{ head, tail *renewEntry }
+
+func (o *renewOrder) pushBack(e *renewEntry) {
+	e.prev, e.next = o.tail, nil
+	if o.tail != nil {
+		o.tail.next = e
+	} else {
+		o.head = e
+	}
+	o.tail = e
+}
+
+func (o *renewOrder) remove(e *renewEntry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		o.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		o.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
 }
 
 // renewal is the watchdog: one ticker for every watchdog-held lock of the
@@ -74,8 +121,10 @@ type renewEntry struct {
 type renewal struct {
 	env      *Env
 	entries  map[renewKey]*renewEntry
+	order    renewOrder
 	stopTick scheduler.CancelFunc
-	inFlight bool
+	inFlight int  // parts of the round still running (see renewParts)
+	missed   bool // a tick came while a round was in flight
 }
 
 func newRenewal(env *Env) *renewal {
@@ -85,19 +134,24 @@ func newRenewal(env *Env) *renewal {
 func (r *renewal) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.inFlight = false
+		r.inFlight = 0
 		r.syncTicker(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		r.stopTicker()
 	case *RenewRegister:
-		r.entries[renewKey{m.Name, m.Owner}] = &renewEntry{
-			renewKey: renewKey{m.Name, m.Owner}, gen: m.Gen, lock: m.Lock, rw: m.RW, reads: m.Reads,
+		k := renewKey{m.Name, m.Owner}
+		if old := r.entries[k]; old != nil {
+			r.order.remove(old)
 		}
+		e := &renewEntry{renewKey: k, gen: m.Gen, lock: m.Lock, rw: m.RW, reads: m.Reads}
+		r.entries[k] = e
+		r.order.pushBack(e)
 		r.syncTicker(ctx)
 	case *RenewCancel:
 		k := renewKey{m.Name, m.Owner}
 		if e := r.entries[k]; e != nil && e.gen == m.Gen {
 			delete(r.entries, k)
+			r.order.remove(e)
 		}
 		r.syncTicker(ctx)
 	case *renewTick:
@@ -105,8 +159,15 @@ func (r *renewal) Receive(ctx actor.Context) {
 	case *statsQuery:
 		m.reply <- len(r.entries)
 	case *renewDone:
-		r.inFlight = false
+		if m.last {
+			r.inFlight--
+		}
 		r.report(m)
+		if r.inFlight == 0 && r.missed {
+			// The round took longer than a tick: the next one starts now,
+			// not a tick later, so no hold waits two ticks for its turn.
+			r.renewAll(ctx)
+		}
 		r.syncTicker(ctx)
 	}
 }
@@ -130,17 +191,35 @@ func (r *renewal) stopTicker() {
 }
 
 func (r *renewal) renewAll(ctx actor.Context) {
-	// A round still in flight means Redis is slow: piling more on helps
-	// nobody, and the lock actors' validity timers bound what it costs.
-	if r.inFlight || len(r.entries) == 0 {
+	// A round still in flight means Redis is slow or the holds are many:
+	// piling more on helps nobody (the lock actors' validity timers bound
+	// what a slow Redis costs); the next round starts when it ends.
+	if r.inFlight > 0 || len(r.entries) == 0 {
+		r.missed = r.inFlight > 0
 		return
 	}
-	r.inFlight = true
+	r.missed = false
 	batches := r.batches()
-	lease := r.env.Watchdog
-	r.env.goCall(ctx.Self(), func(ctx context.Context) any {
-		return runRenewals(ctx, r.env.Redis, lease, batches)
-	})
+	env, self := r.env, ctx.Self()
+	for part := range renewParts {
+		// Part i takes chunks i, i+renewParts, ...
+		var chunks [][][]*renewEntry
+		for i := part * renewChunk; i < len(batches); i += renewParts * renewChunk {
+			chunks = append(chunks, batches[i:min(i+renewChunk, len(batches))])
+		}
+		if len(chunks) == 0 {
+			break
+		}
+		r.inFlight++
+		env.goCall(self, func(ctx context.Context) any {
+			for _, c := range chunks[:len(chunks)-1] {
+				env.System.Root.Send(self, runRenewals(ctx, env.Redis, env.Watchdog, c))
+			}
+			d := runRenewals(ctx, env.Redis, env.Watchdog, chunks[len(chunks)-1])
+			d.last = true
+			return d
+		})
+	}
 }
 
 // batches splits the entries into script calls: one script per call (the
@@ -152,7 +231,7 @@ func (r *renewal) batches() [][]*renewEntry {
 		slot uint16
 	}
 	groups := map[group][]*renewEntry{}
-	for _, e := range r.entries {
+	for e := r.order.head; e != nil; e = e.next {
 		g := group{rw: e.rw}
 		if r.env.Cluster != nil {
 			g.slot = hashSlot(e.name)
@@ -238,10 +317,13 @@ func (r *renewal) report(d *renewDone) {
 				continue
 			}
 			if d.held[i][j] {
+				r.order.remove(cur)
+				r.order.pushBack(cur)
 				r.env.System.Root.Send(e.lock, &Renewed{Owner: e.owner, Gen: e.gen, SentAt: d.sentAt})
 				continue
 			}
 			delete(r.entries, e.renewKey)
+			r.order.remove(cur)
 			r.env.System.Root.Send(e.lock, &RenewGone{Owner: e.owner, Gen: e.gen})
 		}
 	}

@@ -152,11 +152,18 @@ func RetryUnknown(ctx context.Context, call func(ctx context.Context, attempt in
 // offer, a release) run as a call of their own, answered from it.
 type services struct {
 	env      *Env
-	children map[SvcKey]*lockRef
+	children children[SvcKey]
 }
 
 func newServices(env *Env) *services {
-	return &services{env: env, children: map[SvcKey]*lockRef{}}
+	s := &services{env: env, children: newChildren[SvcKey]()}
+	s.children.class = func(k SvcKey) int {
+		if k.Kind == SvcDelayed {
+			return 0
+		}
+		return 1
+	}
+	return s
 }
 
 // childIdle is a child's report that it has processed everything routed to
@@ -173,7 +180,7 @@ type servicesStats struct{ reply chan<- [2]int }
 func (s *services) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case svcRouted:
-		if s.children[m.svcKey()] != nil || m.starts() {
+		if s.children.get(m.svcKey()) != nil || m.starts() {
 			s.route(ctx, m.svcKey())
 		}
 	case *messages.OfferRequest:
@@ -199,41 +206,25 @@ func (s *services) Receive(ctx actor.Context) {
 			kind = SvcExpirable
 		}
 		// Nothing pending means nothing to cancel, and nobody to answer.
-		if key := (SvcKey{kind, m.Name}); s.children[key] != nil && ctx.Sender() != nil {
+		if key := (SvcKey{kind, m.Name}); s.children.get(key) != nil && ctx.Sender() != nil {
 			s.route(ctx, key)
 		}
 	case *childIdle:
-		if ref := s.children[m.key]; ref != nil && samePID(ref.pid, m.pid) && ref.routed == m.routed {
-			delete(s.children, m.key)
-			ctx.Stop(ref.pid)
+		if pid := s.children.idle(m.key, m.pid, m.routed); pid != nil {
+			ctx.Stop(pid)
 		}
 	case *actor.Terminated:
-		for k, ref := range s.children {
-			if samePID(ref.pid, m.Who) {
-				delete(s.children, k)
-			}
-		}
+		s.children.terminated(m.Who)
 	case *servicesStats:
-		var n [2]int
-		for k := range s.children {
-			if k.Kind == SvcDelayed {
-				n[0]++
-			} else {
-				n[1]++
-			}
-		}
-		m.reply <- n
+		m.reply <- s.children.counts
 	}
 }
 
 func (s *services) route(ctx actor.Context, key SvcKey) {
-	ref := s.children[key]
-	if ref == nil {
-		ref = &lockRef{pid: ctx.Spawn(props(func() actor.Actor { return s.newChild(key) }))}
-		s.children[key] = ref
-	}
-	ref.routed++
-	ctx.Forward(ref.pid)
+	c := s.children.route(key, func() *actor.PID {
+		return ctx.Spawn(props(func() actor.Actor { return s.newChild(key) }))
+	})
+	ctx.Forward(c.pid)
 }
 
 func (s *services) newChild(key SvcKey) actor.Actor {

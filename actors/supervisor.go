@@ -25,7 +25,12 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		// (same instance), so subscriptions and registrations survive it.
 		router, renewal := newRouter(s.env), newRenewal(s.env)
 		s.env.router = ctx.Spawn(props(func() actor.Actor { return router }))
-		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }))
+		// The watchdog runs on goroutines of its own (not on the one that
+		// sends to it): the goroutines renewing in Redis hand it a chunk's
+		// outcome and go on with the next chunk while it tells the lock
+		// actors, so a round's last renewal leaves without waiting for
+		// 100k Renewed messages to be processed.
+		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }, actor.WithDispatcher(actor.NewDefaultDispatcher(300))))
 		// Before the manager, which forwards the protocol's other messages here.
 		s.env.services = ctx.Spawn(props(func() actor.Actor { return newServices(s.env) }, actor.WithSupervisor(lockSupervision)))
 		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
