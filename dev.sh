@@ -61,7 +61,7 @@ test)
 	;;
 scale)
 	shift
-	ensure_redis
+	ensure redis-server redis-server
 	# Built without -race: it measures speed and memory.
 	go build -o "${TMPDIR:-/tmp}/actorlock-scale" ./tests/scale
 	exec "${TMPDIR:-/tmp}/actorlock-scale" "$@"

@@ -498,7 +498,6 @@ type column struct {
 	tok      int64 // the lowest
 	kind     string
 	mixed    bool // of several kinds
-	cut      bool
 }
 
 func (lb laneBuilder) rect(row int, from, to int64) (x, w, y, h string) {
