@@ -113,6 +113,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		ReplicaSync:   cfg.replicaSync,
 		Cluster:       cluster.cc,
 		ShardedPubSub: cluster.sharded,
+		KeyPrefix:     cfg.keyPrefix,
 	})
 	if name != "" {
 		gw, err := actors.SpawnGateway(rt.sys, name, rt.actors.Manager())

@@ -63,6 +63,10 @@ type Config struct {
 	// (Cluster must be set); Redis must then be a scripts.Sharded client,
 	// so that the scripts publish with SPUBLISH.
 	ShardedPubSub bool
+	// KeyPrefix (WithKeyPrefix) is put before the name of every protocol
+	// request, as the root package does for its handles, so that a name
+	// means the same lock whether a Go caller or an actor asks for it.
+	KeyPrefix string
 }
 
 // ReplicaSync configures WAIT after lock scripts (see Config.ReplicaSync).

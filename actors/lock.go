@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -1278,7 +1279,8 @@ func (a *lockActor) tellLost(ctx actor.Context, h *hold, reason string, token in
 	if h.writes > 0 {
 		kind = messages.Kind_KIND_WRITE
 	}
-	ctx.Send(h.from, &messages.LockLost{Name: a.key.Name, Kind: kind, Owner: h.owner, Reason: reason, FencingToken: token})
+	// The owner asked by the name it knows, without the key prefix.
+	ctx.Send(h.from, &messages.LockLost{Name: strings.TrimPrefix(a.key.Name, a.env.KeyPrefix), Kind: kind, Owner: h.owner, Reason: reason, FencingToken: token})
 }
 
 func (a *lockActor) endGrant(g *grant, cause error) {

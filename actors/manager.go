@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/actorlock/actorlock/messages"
 )
@@ -23,6 +24,7 @@ type drainAll struct{ done chan struct{} }
 // many names and released them keeps no per-name state.
 type manager struct {
 	env      *Env
+	current  any // the message being handled, its name mapped (see mapName)
 	locks    children[LockKey]
 	draining bool
 	waiting  map[LockKey]bool // drain: lock actors not done yet
@@ -54,13 +56,15 @@ var lockSupervision = actor.NewOneForOneStrategy(0, time.Second, func(any) actor
 })
 
 func (m *manager) Receive(ctx actor.Context) {
-	if pm, ok := ctx.Message().(proto.Message); ok && isProtocol(pm) {
+	m.current = ctx.Message()
+	if pm, ok := m.current.(proto.Message); ok && isProtocol(pm) {
 		if err := checkBounds(pm); err != nil {
 			m.refuse(ctx, pm, err)
 			return
 		}
+		m.current = mapName(pm, m.env.KeyPrefix)
 	}
-	switch msg := ctx.Message().(type) {
+	switch msg := m.current.(type) {
 	case routed:
 		switch key := familyKey(msg.lockKey()); {
 		case m.draining:
@@ -124,7 +128,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		// that are not about locks belong to the services actor.
 		if pm, ok := msg.(proto.Message); ok && m.env.services != nil &&
 			pm.ProtoReflect().Descriptor().ParentFile().Package() == protocolPackage {
-			ctx.Forward(m.env.services)
+			m.forward(ctx, m.env.services)
 		}
 	}
 }
@@ -190,7 +194,34 @@ func (m *manager) route(ctx actor.Context, key LockKey) {
 		m.spawning = key
 		return ctx.Spawn(m.lockProps)
 	})
-	ctx.Forward(c.pid)
+	m.forward(ctx, c.pid)
+}
+
+// forward passes the message being handled on to pid, from its sender: as
+// received, or as mapped by the key prefix.
+func (m *manager) forward(ctx actor.Context, pid *actor.PID) {
+	if m.current == ctx.Message() {
+		ctx.Forward(pid)
+		return
+	}
+	ctx.RequestWithCustomSender(pid, m.current, ctx.Sender())
+}
+
+// mapName puts prefix before the name of a protocol request (a copy: the
+// sender may still hold the message), so that a name means the same lock,
+// queue or semaphore as for the root package's handles. An empty name stays
+// empty, to be refused as such.
+func mapName(m proto.Message, prefix string) proto.Message {
+	if prefix == "" {
+		return m
+	}
+	fd := m.ProtoReflect().Descriptor().Fields().ByName("name")
+	if fd == nil || fd.Kind() != protoreflect.StringKind || m.ProtoReflect().Get(fd).String() == "" {
+		return m
+	}
+	c := proto.Clone(m)
+	c.ProtoReflect().Set(fd, protoreflect.ValueOfString(prefix+c.ProtoReflect().Get(fd).String()))
+	return c
 }
 
 // routeAcquire validates what an AcquireRequest names, then routes it,

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/messages"
 )
 
 // README.md's prefix-narrowed ACL user runs every primitive when the code
@@ -158,4 +159,46 @@ func TestKeyPrefixRedissonLayout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n)
 	require.NoError(t, ht.Unlock(ctx))
+}
+
+// The key prefix maps the names of protocol requests too: an actor asking
+// by message for "orders:7" meets the same lock, and the same semaphore, as
+// the runtime's Go handles with that name, and a LockLost names the lock as
+// the owner asked for it.
+func TestKeyPrefixMapsMessageNames(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	rdb := client(t, srv.Addr)
+	rt := newRuntime(t, client(t, srv.Addr), actorlock.WithKeyPrefix("app:"))
+	ctx := ctxFor(t, 20*time.Second)
+	sys := rt.ActorSystem()
+	p := spawnProbe(t, sys)
+	req := &messages.AcquireRequest{RequestId: "a", Name: "orders:7", Kind: messages.Kind_KIND_LOCK}
+	p.send(sys, rt.PID(), req)
+	got := receive[*messages.AcquireResponse](t, p, 5*time.Second)
+	require.True(t, got.Acquired, "%v", got.GetError())
+	assert.Equal(t, "orders:7", req.Name, "the sender's message is left as it was")
+	assert.Equal(t, map[string]string{got.Owner: "1"}, rdb.HGetAll(ctx, "app:orders:7").Val())
+	_, err := rt.Lock("orders:7").TryAcquire(ctx)
+	assert.ErrorIs(t, err, actorlock.ErrNotAcquired, "the Go handle of that name meets the same lock")
+
+	// Another owner takes it behind the holder's back: its release finds it
+	// lost.
+	require.NoError(t, rdb.Del(ctx, "app:orders:7").Err())
+	require.NoError(t, rdb.HSet(ctx, "app:orders:7", "someone-else:1", 1).Err())
+	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "orders:7", Kind: messages.Kind_KIND_LOCK, OwnerToken: got.OwnerToken})
+	// The owner hears of the loss, then gets the release's answer.
+	lost := receive[*messages.LockLost](t, p, 5*time.Second)
+	assert.Equal(t, "orders:7", lost.Name, "named as the owner asked")
+	rel := receive[*messages.ReleaseResponse](t, p, 5*time.Second)
+	assert.NotNil(t, rel.GetError(), "the hold was lost to someone else")
+
+	s := rt.Semaphore("pool")
+	ok, err := s.TrySetPermits(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+	p.send(sys, rt.PID(), &messages.SemaphoreAcquireRequest{RequestId: "s", Name: "pool", Permits: 1})
+	sem := receive[*messages.SemaphoreAcquireResponse](t, p, 5*time.Second)
+	require.True(t, sem.Acquired, "%v", sem.GetError())
+	assert.Equal(t, "0", rdb.Get(ctx, "app:pool").Val(), "the message took the Go handle's permit")
 }
