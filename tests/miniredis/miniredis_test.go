@@ -66,30 +66,27 @@ func TestMiniredisRunsTheLocksHappyPath(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second, "woken by pub/sub")
 }
 
-// What does not: a lease that ran out. The holder's runtime reports the
-// lock lost on time, but miniredis keeps the key until the test moves its
-// clock, so nobody else can take the lock over.
+// What does not: a lease that ran out. miniredis keeps the key until the
+// test moves its clock, so the lock of a holder that died is never taken
+// over. (A holder of ours gives its lease back when it runs out, which hides
+// this, so the dead holder here is written by hand.)
 func TestMiniredisDoesNotExpireLeases(t *testing.T) {
 	mr, rt, _ := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	h, err := rt.Lock("a").Acquire(ctx, actorlock.LeaseTime(500*time.Millisecond))
-	require.NoError(t, err)
-	select {
-	case <-h.Done():
-		assert.ErrorIs(t, h.Err(), actorlock.ErrLost)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the holder was not told its lease ran out")
-	}
-	time.Sleep(500 * time.Millisecond)
+	// A holder that died (here written as Redisson writes a hold, with a
+	// 500 ms lease): on a real Redis its lease ends and the lock is free.
+	mr.HSet("a", "dead-client:1", "1")
+	mr.SetTTL("a", 500*time.Millisecond)
+	time.Sleep(time.Second)
 	assert.True(t, mr.Exists("a"), "miniredis expired the key in real time")
-	_, err = rt.Lock("a").TryAcquire(ctx)
+	_, err := rt.Lock("a").TryAcquire(ctx)
 	assert.ErrorIs(t, err, actorlock.ErrNotAcquired, "another owner took over an expired lease")
 
 	mr.FastForward(time.Second)
-	h2, err := rt.Lock("a").TryAcquire(ctx)
+	h, err := rt.Lock("a").TryAcquire(ctx)
 	require.NoError(t, err, "free once the test moves miniredis's clock")
-	require.NoError(t, h2.Unlock(ctx))
+	require.NoError(t, h.Unlock(ctx))
 }
 
 // What does not: the delayed queue. Its mover's script needs Lua's struct
