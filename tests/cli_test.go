@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,9 +23,9 @@ import (
 func TestCLI(t *testing.T) {
 	srv, rdb, rt := setup(t)
 	ctx := ctxFor(t, 60*time.Second)
-	bin := buildCLI(t)
+	bin := buildCommand(t, "github.com/actorlock/actorlock/cmd/actorlock")
 	url := "redis://" + srv.Addr
-	cli := func(args ...string) cliResult { return runCLI(t, bin, append([]string{"--url", url}, args...)...) }
+	cli := func(args ...string) procResult { return runCLI(t, bin, append([]string{"--url", url}, args...)...) }
 
 	t.Run("inspect lock held by our runtime", func(t *testing.T) {
 		held, err := rt.Lock("cli:ours").Acquire(ctx)
@@ -381,22 +380,7 @@ func itoa(n int64) string {
 	return string(b)
 }
 
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	require.NoError(t, err, "no go command to build the CLI with")
-	bin := filepath.Join(t.TempDir(), "actorlock")
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/actorlock/actorlock/cmd/actorlock").CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
-	return bin
-}
-
-type cliResult struct {
-	code           int
-	stdout, stderr string
-}
-
-func runCLI(t *testing.T, bin string, args ...string) cliResult {
+func runCLI(t *testing.T, bin string, args ...string) procResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -404,7 +388,7 @@ func runCLI(t *testing.T, bin string, args ...string) cliResult {
 	cmd.Env = append(cmd.Environ(), "ACTORLOCK_URL=")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	return cliResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
+	return procResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
 }
 
 // TestCLIDeployments: the CLI reaches a Redis Cluster (list SCANs every
@@ -412,7 +396,7 @@ func runCLI(t *testing.T, bin string, args ...string) cliResult {
 // sharded on Redis 7), a master behind Sentinel, and a TLS server that
 // wants a client certificate.
 func TestCLIDeployments(t *testing.T) {
-	bin := buildCLI(t)
+	bin := buildCommand(t, "github.com/actorlock/actorlock/cmd/actorlock")
 	ctx := ctxFor(t, 60*time.Second)
 
 	t.Run("cluster", func(t *testing.T) {
@@ -422,7 +406,7 @@ func TestCLIDeployments(t *testing.T) {
 		for _, a := range d.cluster.Addrs()[1:] {
 			url += map[bool]string{true: "?", false: "&"}[!strings.Contains(url, "?")] + "addr=" + a
 		}
-		cli := func(args ...string) cliResult {
+		cli := func(args ...string) procResult {
 			return runCLI(t, bin, append([]string{"--cluster", "--url", url}, args...)...)
 		}
 		// Names spread over the slots, so over the three masters.

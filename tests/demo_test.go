@@ -226,39 +226,46 @@ func bankTotal(t *testing.T, addr string) int64 {
 }
 
 func buildDemo(t *testing.T) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	require.NoError(t, err, "no go command to build the demo with")
-	bin := filepath.Join(t.TempDir(), "demo")
 	// Not with -race, even under it: protoactor remote's Shutdown races
 	// with the streams of peers still connected (endpointReader.suspend
 	// against Receive, endpointManager.stop against a closing stream),
 	// which every node of the demo has when it stops. Nothing of the
 	// demo's or actorlock's own code showed up in those reports.
-	out, err := exec.Command(gobin, "build", "-o", bin, "github.com/actorlock/actorlock/cmd/demo").CombinedOutput()
+	return buildCommand(t, "github.com/actorlock/actorlock/cmd/demo")
+}
+
+// buildCommand builds the main package pkg into the test's temporary
+// directory and returns the binary's path.
+func buildCommand(t *testing.T, pkg string) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	require.NoError(t, err, "no go command to build %s with", pkg)
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	out, err := exec.Command(gobin, "build", "-o", bin, pkg).CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
 	return bin
 }
 
-type demoResult struct {
+// procResult is how a command run by a test ended.
+type procResult struct {
 	code           int
 	stdout, stderr string
 }
 
-func runDemo(t *testing.T, bin string, args ...string) demoResult {
+func runDemo(t *testing.T, bin string, args ...string) procResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	return demoResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
+	return procResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
 }
 
 // interruptDemo starts the demo in a process group of its own and, once it
 // shows progress, sends SIGINT to the whole group, as a terminal's Ctrl-C
 // does.
-func interruptDemo(t *testing.T, bin string, args ...string) demoResult {
+func interruptDemo(t *testing.T, bin string, args ...string) procResult {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -280,10 +287,10 @@ func interruptDemo(t *testing.T, bin string, args ...string) demoResult {
 	case err := <-exited:
 		exited <- err // for the cleanup
 		t.Logf("stopped %v after Ctrl-C", time.Since(start).Round(time.Millisecond))
-		return demoResult{code: exitCode(t, err), stdout: stdout.String(), stderr: stderr.String()}
+		return procResult{code: exitCode(t, err), stdout: stdout.String(), stderr: stderr.String()}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the demo did not stop within 20s of Ctrl-C; output:\n%s", stdout.String())
-		return demoResult{}
+		return procResult{}
 	}
 }
 
