@@ -1263,6 +1263,14 @@ func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
 		a.endGrant(g, err)
 		token = max(token, g.token)
 	}
+	// Acquisitions whose Unlock is under way are not in h.grants any more,
+	// but they were held until now: their Done must close too, not when
+	// their release gets through (it may be stuck behind a cut network).
+	for _, o := range append([]*op{a.inflight}, a.ops...) {
+		if o != nil && o.kind == opRelease && o.owner == h.owner {
+			a.endGrant(o.grant, err)
+		}
+	}
 	a.tellLost(ctx, h, reason, token)
 	a.dropHold(ctx, h)
 	a.headReady = true

@@ -227,3 +227,36 @@ func TestRenewedButUnconfirmedHoldIsGivenBack(t *testing.T) {
 	require.NoError(t, h2.Unlock(ctx))
 	assert.Zero(t, admin.Exists(ctx, "unconfirmed").Val())
 }
+
+// An Unlock stuck behind a cut network does not keep its hold's Done open:
+// the hold was held until its validity ran out, and Done closes then, as
+// for any other hold, not when (or if) the release gets through.
+func TestDoneClosesOnTimeWhileUnlockIsStuck(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	proxy := startCutProxy(t, srv.Addr)
+	rt := newRuntime(t, client(t, proxy.Addr()), actorlock.WithWatchdog(givebackLease))
+	ctx := ctxFor(t, 30*time.Second)
+	h, err := rt.Lock("stuck-unlock").Acquire(ctx)
+	require.NoError(t, err)
+	proxy.Cut()
+	cut := time.Now()
+	unlocked := make(chan error, 1)
+	go func() {
+		uctx, cancel := context.WithTimeout(ctx, 3*givebackLease)
+		defer cancel()
+		unlocked <- h.Unlock(uctx)
+	}()
+	select {
+	case <-h.Done():
+	case err := <-unlocked:
+		t.Fatalf("Unlock returned (%v) before Done closed", err)
+	case <-time.After(givebackLease + time.Second):
+		t.Fatal("Done did not close while the Unlock was stuck")
+	}
+	took := time.Since(cut)
+	t.Logf("Done closed %v after the cut, the Unlock still stuck", took)
+	assert.ErrorIs(t, h.Err(), actorlock.ErrLost)
+	assert.Less(t, took, givebackLease+200*time.Millisecond, "within the lease of the last confirmed renewal")
+	assert.Error(t, <-unlocked, "the release never got through")
+}
