@@ -3,6 +3,8 @@
 #   ./dev.sh demo [demo flags]   run the demo; it starts its own redis-server
 #   ./dev.sh test                vet, then run every test against real redis-server
 #                                processes (plain, then under the race detector)
+#   ./dev.sh chaos [duration]    the randomized fault-injection run (default 10m),
+#                                seed printed; CHAOS_SEED=n replays one
 # Both install redis-server with apt-get when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -37,8 +39,15 @@ test)
 		(cd tests/bench && go vet ./... && go test -count=1 ./...)
 	fi
 	;;
+chaos)
+	ensure_redis
+	seed="${CHAOS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+	echo "dev.sh chaos: seed $seed, duration ${2:-10m}" >&2
+	CHAOS_SEED="$seed" CHAOS_DURATION="${2:-10m}" \
+		exec go test -count=1 -timeout 0 -v -run '^TestChaos$' ./tests/chaos/
+	;;
 *)
-	echo "usage: ./dev.sh demo [flags] | ./dev.sh test" >&2
+	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh chaos [duration]" >&2
 	exit 2
 	;;
 esac

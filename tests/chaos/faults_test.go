@@ -4,7 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // injector applies one fault and returns it as recorded; ok false when the
@@ -16,10 +19,31 @@ type injector struct {
 	run    func(h *harness) (fault, bool)
 }
 
+// faultChecks assert what a fault alone must show in a run, beyond what
+// every run is held to.
+var faultChecks = map[string]func(t *testing.T, v *verdict){
+	"holder-kill": func(t *testing.T, v *verdict) {
+		assert.NotZero(t, v.KilledOvertaken, "no killed holder's lock was taken over, so the lower bound was not exercised")
+	},
+	"holder-pause-rw": func(t *testing.T, v *verdict) {
+		assert.NotZero(t, v.Overtaken, "no paused holder was overtaken")
+		assert.NotZero(t, v.StaleRejected, "no stale write was rejected")
+	},
+	"holder-sigstop": func(t *testing.T, v *verdict) {
+		assert.NotZero(t, v.Overtaken, "no stopped holder was overtaken")
+	},
+	"redis-sigstop": func(t *testing.T, v *verdict) {
+		assert.NotZero(t, v.DoneMargins, "no holder lost its lock (Done) to the freeze")
+	},
+	"proxy-blackhole": func(t *testing.T, v *verdict) {
+		assert.NotZero(t, v.DoneMargins, "no cut-off holder lost its lock (Done) while another took it")
+	},
+}
+
 var injectors = []injector{
 	{"holder-kill", "the killed holder's lock is granted to another no earlier than 2/3 lease after the kill, and within a lease",
 		func(h *harness) (fault, bool) {
-			p := h.pick()
+			p := h.pickHolder()
 			t := now()
 			_ = p.cmd.Process.Kill()
 			<-p.exited
@@ -52,23 +76,25 @@ var injectors = []injector{
 		}},
 	{"holder-sigstop", "documented unsafety: a process stopped past its lease anywhere loses its holds; Done() closes when it runs again",
 		func(h *harness) (fault, bool) {
-			p := h.pick()
+			p := h.pickHolder()
 			t := now()
 			_ = p.cmd.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(3 * h.lease / 2)
 			_ = p.cmd.Process.Signal(syscall.SIGCONT)
 			return fault{Kind: "holder-sigstop", Start: t, End: now(), Proc: p.id, Excuses: true}, true
 		}},
-	{"redis-sigstop", "Redis frozen up to 1.5 leases: Done() closes before another grant; waits end on time",
+	{"redis-sigstop", "Redis frozen for 1 to 1.5 leases: Done() closes before another grant; waits end on time",
 		func(h *harness) (fault, bool) {
+			h.longHolder(5 * time.Second) // land in a hold, across renewals
 			t := now()
 			_ = h.srv.Pause()
-			time.Sleep(time.Duration(float64(h.lease) * (0.5 + h.rng.Float64())))
+			time.Sleep(time.Duration(float64(h.lease) * (1 + h.rng.Float64()/2)))
 			_ = h.srv.Resume()
 			return fault{Kind: "redis-sigstop", Start: t, End: now(), Proc: -1}, true
 		}},
 	{"redis-restart-aof-always", "SIGKILL and restart with AOF always: holds survive, no overlap",
 		func(h *harness) (fault, bool) {
+			h.longHolder(5 * time.Second) // land in a hold, across renewals
 			t := now()
 			if err := h.srv.Restart(); err != nil {
 				h.t.Errorf("restart: %v", err)
@@ -79,11 +105,11 @@ var injectors = []injector{
 		func(h *harness) (fault, bool) {
 			ctx, cancel := h.ctx(5 * time.Second)
 			defer cancel()
-			t := now()
 			if err := h.admin.ConfigSet(ctx, "appendfsync", "everysec").Err(); err != nil {
 				return fault{}, false
 			}
 			time.Sleep(time.Duration(h.rng.IntN(1000)) * time.Millisecond)
+			t := now()
 			if err := h.srv.Restart(); err != nil { // back with appendfsync always
 				h.t.Errorf("restart: %v", err)
 			}
@@ -104,6 +130,7 @@ var injectors = []injector{
 		}},
 	{"client-pause-write", "CLIENT PAUSE WRITE for 3/4 lease: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
+			h.longHolder(5 * time.Second) // land in a hold, across renewals
 			ctx, cancel := h.ctx(5 * time.Second)
 			defer cancel()
 			d := 3 * h.lease / 4
@@ -116,6 +143,7 @@ var injectors = []injector{
 		}},
 	{"debug-sleep", "DEBUG SLEEP 3/4 lease: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
+			h.longHolder(5 * time.Second) // land in a hold, across renewals
 			ctx, cancel := h.ctx(10 * time.Second)
 			defer cancel()
 			t := now()
@@ -126,6 +154,7 @@ var injectors = []injector{
 		}},
 	{"busy-script", "a script spinning 2.5 s (BUSY after 1 s) then SCRIPT KILL: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
+			h.longHolder(5 * time.Second) // land in a hold, across renewals
 			ctx, cancel := h.ctx(10 * time.Second)
 			defer cancel()
 			spin, killer := h.admin.Conn(), h.admin.Conn()
@@ -146,6 +175,7 @@ var injectors = []injector{
 		}},
 	{"pubsub-kill", "CLIENT KILL TYPE pubsub, 5 times in 1 s: waiters re-subscribe; no overlap",
 		func(h *harness) (fault, bool) {
+			h.longHolder(5 * time.Second) // land in a hold, across renewals
 			ctx, cancel := h.ctx(5 * time.Second)
 			defer cancel()
 			t := now()
@@ -157,7 +187,7 @@ var injectors = []injector{
 		}},
 	{"proxy-blackhole", "one worker cut off for 1.5 leases while the others proceed: its Done() closes before another grant",
 		func(h *harness) (fault, bool) {
-			p := h.pick()
+			p := h.pickHolder()
 			t := now()
 			p.proxy.blackhole.Store(true)
 			time.Sleep(3 * h.lease / 2)

@@ -181,3 +181,66 @@ func stopped(pid int) bool {
 func (h *harness) ctx(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
+
+// waitGrantAfter waits until some worker was granted a lock after t, or
+// until limit has passed.
+func (h *harness) waitGrantAfter(t int64, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		for _, p := range h.all {
+			evs, _ := readLog(p.log)
+			for i := len(evs) - 1; i >= 0 && evs[i].T > t; i-- {
+				if evs[i].K == "got" {
+					return
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// pickHolder picks a running worker that its log shows in a long hold
+// with at least 1.25 leases to go, waiting up to 5 s for one; failing that,
+// any worker.
+func (h *harness) pickHolder() *proc {
+	if p := h.longHolder(5 * time.Second); p != nil {
+		return p
+	}
+	return h.pick()
+}
+
+// longHolder waits up to limit for a worker in a long hold with at least
+// 1.25 leases to go.
+func (h *harness) longHolder(limit time.Duration) *proc {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		h.mu.Lock()
+		procs := append([]*proc(nil), h.procs...)
+		h.mu.Unlock()
+		var holding []*proc
+		t := now() + int64(5*h.lease/4)
+		for _, p := range procs {
+			evs, _ := readLog(p.log)
+			until := map[int]int64{}
+			for _, e := range evs {
+				switch e.K {
+				case "long":
+					until[e.C] = e.Val
+				case "unl", "lost":
+					until[e.C] = 0
+				}
+			}
+			for _, u := range until {
+				if u > t {
+					holding = append(holding, p)
+					break
+				}
+			}
+		}
+		if len(holding) > 0 {
+			return holding[h.rng.IntN(len(holding))]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}

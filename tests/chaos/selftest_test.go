@@ -59,7 +59,7 @@ func runInProcess(t *testing.T, lk locker, d time.Duration) *verdict {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for i := range 4 {
-		c := &client{id: i, names: []string{"a"}, wait: time.Second, lk: lk, res: resource{rdb}, log: log,
+		c := &client{id: i, names: []string{"a"}, wait: time.Second, lease: 200 * time.Millisecond, lk: lk, res: resource{rdb}, log: log,
 			rng: rand.New(rand.NewPCG(1, uint64(i)))}
 		wg.Add(1)
 		go func() { defer wg.Done(); c.run(stop) }()

@@ -89,6 +89,7 @@ type client struct {
 	id, proc int
 	names    []string
 	wait     time.Duration
+	lease    time.Duration
 	lk       locker
 	res      resource
 	log      *eventLog
@@ -143,6 +144,9 @@ func (c *client) once() {
 		}
 	}()
 	c.section(ctx, name, tok, h)
+	if h.Context().Err() != nil {
+		<-watched // record the loss before the Unlock that follows it
+	}
 	c.emit(event{K: "unl", N: name, Tok: tok})
 	for {
 		uctx, ucancel := context.WithTimeout(ctx, 5*time.Second)
@@ -181,8 +185,17 @@ func (c *client) section(ctx context.Context, name string, tok int64, h holdAPI)
 	if !ok {
 		return
 	}
-	time.Sleep(time.Duration(5+c.rng.IntN(20)) * time.Millisecond)
-	if h.Context().Err() != nil {
+	// Mostly a short think; one section in 24 holds on for up to three
+	// leases (ending early if the lock is lost), so that renewals run and
+	// faults longer than a lease land in holds that outlast them.
+	think := time.Duration(5+c.rng.IntN(20)) * time.Millisecond
+	if c.rng.IntN(24) == 0 {
+		think = 3 * c.lease
+		c.emit(event{K: "long", N: name, Tok: tok, Val: now() + int64(think)})
+	}
+	select {
+	case <-time.After(think):
+	case <-h.Done():
 		return
 	}
 	if c.pauseArmed != nil && c.pauseArmed.CompareAndSwap(true, false) {
@@ -241,7 +254,7 @@ func runWorker() int {
 	proc, n, seed := atoi("CHAOS_PROC"), atoi("CHAOS_CLIENTS"), uint64(atoi("CHAOS_SEED"))
 	var wg sync.WaitGroup
 	for i := range n {
-		c := &client{id: proc*100 + i, proc: proc, names: strings.Split(env("CHAOS_NAMES"), ","), wait: dur("CHAOS_WAIT"),
+		c := &client{id: proc*100 + i, proc: proc, names: strings.Split(env("CHAOS_NAMES"), ","), wait: dur("CHAOS_WAIT"), lease: dur("CHAOS_LEASE"),
 			lk: realLocker{rt}, res: resource{res}, log: log, rng: rand.New(rand.NewPCG(seed, uint64(proc*100+i))), pauseArmed: &armed}
 		wg.Add(1)
 		go func() { defer wg.Done(); c.run(stop) }()
