@@ -33,6 +33,10 @@ test)
 	# run at once than there are CPUs; their tolerances allow for it.
 	go test -count=1 -parallel 4 ./...
 	go test -count=1 -parallel 4 -race ./...
+	# A short fuzzing pass over what a remote peer can send (the seeds in
+	# testdata/fuzz run in every go test above).
+	go test -count=1 -run '^$' -fuzz '^FuzzEnvelopeFilter$' -fuzztime 15s .
+	go test -count=1 -run '^$' -fuzz '^FuzzRequests$' -fuzztime 30s ./tests/
 	# The benchmark module (peers redsync and bsm/redislock): a short smoke
 	# run of every contender proves the harness still works.
 	if [ -f tests/bench/go.mod ]; then
