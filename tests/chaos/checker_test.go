@@ -244,14 +244,20 @@ func endHold(h *hold, faults []fault, pauses map[int][][2]int64, b bounds) {
 	if h.killed != 0 && h.killed < ret {
 		call = min(call, h.killed)
 	}
+	// A killed holder's hold is over in Redis a lease after the kill at
+	// the latest: faults after that do not concern it.
+	last := ret
+	if h.killed != 0 {
+		last = min(ret, h.killed+int64(b.Lease))
+	}
 	for _, f := range faults {
-		if f.Excuses && (f.Proc < 0 || f.Proc == h.p) && f.Start < ret && f.End > h.got {
+		if f.Excuses && (f.Proc < 0 || f.Proc == h.p) && f.Start < last && f.End > h.got {
 			h.excused = true
 			call = min(call, max(h.got, f.Start))
 		}
 	}
 	for _, ps := range pauses[h.p] {
-		if ps[0] < ret && ps[1] > h.got {
+		if ps[0] < last && ps[1] > h.got {
 			h.excused = true
 			call = min(call, max(h.got, ps[0]))
 		}
