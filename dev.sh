@@ -5,6 +5,8 @@
 #                                processes (plain, then under the race detector)
 #   ./dev.sh chaos [duration]    the randomized fault-injection run (default 10m),
 #                                seed printed; CHAOS_SEED=n replays one
+#   ./dev.sh soak [duration]     the same, judged as a soak (heap, goroutines,
+#                                Redis memory must not keep growing)
 # Both install redis-server with apt-get when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -50,8 +52,13 @@ chaos)
 	CHAOS_SEED="$seed" CHAOS_DURATION="${2:-10m}" \
 		exec go test -count=1 -timeout 0 -v -run '^TestChaos$' ./tests/chaos/
 	;;
+soak)
+	# The chaos run, reported as a soak: heap and goroutines of every worker
+	# and Redis's memory over time; it fails if any keeps growing.
+	exec "$0" chaos "${2:-10m}"
+	;;
 *)
-	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh chaos [duration]" >&2
+	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh chaos|soak [duration]" >&2
 	exit 2
 	;;
 esac

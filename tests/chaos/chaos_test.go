@@ -26,6 +26,8 @@ func runChaos(t *testing.T, seed uint64, d time.Duration, kinds []string, procs,
 	const lease, wait = 2 * time.Second, 3 * time.Second
 	h := newHarness(t, config{seed: seed, procs: procs, clients: 2, names: 3, lease: lease, wait: wait})
 	t.Logf("seed %d, %v, kinds %v", seed, d, kinds)
+	stopMem := make(chan struct{})
+	mem, keys, memDone := redisMemory(h.srv.Addr, stopMem)
 	end := time.Now().Add(d)
 	time.Sleep(1500 * time.Millisecond) // let the workers start
 	missed := 0
@@ -54,6 +56,8 @@ func runChaos(t *testing.T, seed uint64, d time.Duration, kinds []string, procs,
 		h.waitGrantAfter(h.faults[len(h.faults)-1].End, runBounds(lease, wait).Stall+time.Second)
 	}
 	h.stopAll()
+	close(stopMem)
+	memDone()
 	evs := h.history()
 	v := check(evs, h.faults, h.killed, runBounds(lease, wait))
 	if os.Getenv("CHAOS_DEBUG") != "" {
@@ -69,6 +73,15 @@ func runChaos(t *testing.T, seed uint64, d time.Duration, kinds []string, procs,
 	t.Logf("seed %d: %v (faults not placed: %d)", seed, v, missed)
 	for _, p := range v.Problems {
 		t.Error(p)
+	}
+	// The soak: nothing may grow without bound. Judged on runs of 2 min or
+	// more (shorter ones have no steady state to compare); always reported.
+	grown := checkGrowth(append(workerSeries(evs),
+		series{"redis used_memory", *mem, 1 << 20}, series{"redis keys", *keys, 50}), t.Logf)
+	if d >= 2*time.Minute {
+		for _, g := range grown {
+			t.Error("grows without bound:", g)
+		}
 	}
 	require.NotZero(t, v.Grants, "no grants at all")
 	return v

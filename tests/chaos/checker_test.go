@@ -108,6 +108,9 @@ func check(events []event, faults []fault, killed map[int]int64, b bounds) *verd
 	byClient := map[int][]event{}
 	var first, last int64 = never, 0
 	for _, e := range events {
+		if e.K == "mem" { // a worker's resource sample, not a client's step
+			continue
+		}
 		byClient[e.C] = append(byClient[e.C], e)
 		first, last = min(first, e.T), max(last, e.T)
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,6 +253,22 @@ func runWorker() int {
 		}
 	}()
 	proc, n, seed := atoi("CHAOS_PROC"), atoi("CHAOS_CLIENTS"), uint64(atoi("CHAOS_SEED"))
+	// For the soak: live heap and goroutines every 2 s.
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				runtime.GC()
+				var m runtime.MemStats
+				runtime.ReadMemStats(&m)
+				log.emit(event{K: "mem", P: proc, T: now(), Val: int64(m.HeapAlloc), Tok: int64(runtime.NumGoroutine())})
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for i := range n {
 		c := &client{id: proc*100 + i, proc: proc, names: strings.Split(env("CHAOS_NAMES"), ","), wait: dur("CHAOS_WAIT"), lease: dur("CHAOS_LEASE"),
