@@ -106,10 +106,27 @@ func (h *harness) spawn() *proc {
 	return p
 }
 
+// pick picks a worker for a fault aimed at one process. Worker 0 is the
+// soak's witness: it lives the whole run (faults of Redis and the network
+// still reach it through the others' locks), so its heap and goroutines make
+// a series that can be judged.
 func (h *harness) pick() *proc {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.procs[h.rng.IntN(len(h.procs))]
+	return h.targets()[h.rng.IntN(len(h.targets()))]
+}
+
+func (h *harness) targets() []*proc {
+	var out []*proc
+	for _, p := range h.procs {
+		if p.id != 0 {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return h.procs
+	}
+	return out
 }
 
 func (h *harness) remove(p *proc) {
@@ -215,7 +232,7 @@ func (h *harness) longHolder(limit time.Duration) *proc {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		h.mu.Lock()
-		procs := append([]*proc(nil), h.procs...)
+		procs := h.targets()
 		h.mu.Unlock()
 		var holding []*proc
 		t := now() + int64(5*h.lease/4)

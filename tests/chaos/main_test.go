@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/actorlock/actorlock/internal/redisserver"
 )
@@ -26,7 +27,7 @@ func TestMain(m *testing.M) {
 	}
 	// go-redis logs every failed dial; the faults make many on purpose.
 	redis.SetLogger(quietLogger{})
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 type quietLogger struct{}

@@ -200,8 +200,17 @@ func (c *client) section(ctx context.Context, name string, tok int64, h holdAPI)
 		return
 	}
 	if c.pauseArmed != nil && c.pauseArmed.CompareAndSwap(true, false) {
+		// The thread that raises SIGSTOP can run on for a moment before
+		// the whole process stops: wait for the parent's SIGCONT.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
 		c.emit(event{K: "stop", N: name, Tok: tok})
 		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		select {
+		case <-cont:
+		case <-time.After(time.Minute): // the parent is gone
+		}
+		signal.Stop(cont)
 		c.emit(event{K: "cont", N: name, Tok: tok})
 	}
 	c.emit(event{K: "wr", N: name, Tok: tok, Val: val + 1})
