@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"bytes"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -100,9 +99,6 @@ func (p *faultProxy) pump(src, dst net.Conn, seen func([]byte), muted *atomic.Bo
 			}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}
