@@ -55,22 +55,24 @@ func redisMemory(addr string, stop <-chan struct{}) (mem, keys *[]sample, wait f
 	return mem, keys, wg.Wait
 }
 
-// growth compares a series' peak in its last third with its peak in its
-// middle third (the first third is warm-up): what grows without bound keeps
-// climbing between the two.
+// growth compares a series' median in its last third with its median in
+// its middle third (the first third is warm-up): what grows without bound
+// keeps climbing between the two, while a series that only fluctuates (keys
+// that expire, a GC cycle) keeps its median.
 func growth(s []sample) (mid, last int64, ok bool) {
 	if len(s) < 9 {
 		return 0, 0, false
 	}
 	n := len(s) / 3
-	peak := func(xs []sample) int64 {
-		var m int64
-		for _, x := range xs {
-			m = max(m, x.v)
+	med := func(xs []sample) int64 {
+		v := make([]int64, len(xs))
+		for i, x := range xs {
+			v[i] = x.v
 		}
-		return m
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		return v[len(v)/2]
 	}
-	return peak(s[n : 2*n]), peak(s[2*n:]), true
+	return med(s[n : 2*n]), med(s[2*n:]), true
 }
 
 // series are the soak's resource series: per worker process (those that
@@ -114,7 +116,7 @@ func checkGrowth(all []series, logf func(string, ...any)) []string {
 		for i := 0; i < len(s.s); i += step {
 			pts = append(pts, fmt.Sprint(s.s[i].v))
 		}
-		logf("%-24s over time: %s (peak middle third %d, last third %d)", s.name, strings.Join(pts, " "), mid, last)
+		logf("%-24s over time: %s (median middle third %d, last third %d)", s.name, strings.Join(pts, " "), mid, last)
 		if last > mid+mid/4+s.slack {
 			bad = append(bad, fmt.Sprintf("%s grew from %d to %d", s.name, mid, last))
 		}
