@@ -6,6 +6,10 @@
 #   ./dev.sh scale [flags]       one runtime holding 100k names, then 1M names
 #                                touched one after another: prints figures
 #                                (flags: go run ./tests/scale -h)
+#   ./dev.sh chaos [duration]    the randomized fault-injection run (default 10m),
+#                                seed printed; CHAOS_SEED=n replays one
+#   ./dev.sh soak [duration]     the same, judged as a soak (heap, goroutines,
+#                                Redis memory must not keep growing)
 # They install redis-server with apt-get when it is missing; test also
 # installs Chromium, which renders the demo's HTML report headless.
 set -euo pipefail
@@ -53,6 +57,10 @@ test)
 	# Whether actorlock works on miniredis (it does not: tests/miniredis
 	# says why); a module of its own, so users do not inherit miniredis.
 	(cd tests/miniredis && go vet ./... && go test -count=1 ./...)
+	# A short fuzzing pass over what a remote peer can send (the seeds in
+	# testdata/fuzz run in every go test above).
+	go test -count=1 -run '^$' -fuzz '^FuzzEnvelopeFilter$' -fuzztime 15s ./remoting/
+	go test -count=1 -run '^$' -fuzz '^FuzzRequests$' -fuzztime 30s ./tests/
 	# The benchmark module (peers redsync and bsm/redislock): a short smoke
 	# run of every contender proves the harness still works.
 	if [ -f tests/bench/go.mod ]; then
@@ -66,8 +74,20 @@ scale)
 	go build -o "${TMPDIR:-/tmp}/actorlock-scale" ./tests/scale
 	exec "${TMPDIR:-/tmp}/actorlock-scale" "$@"
 	;;
+chaos)
+	ensure redis-server redis-server
+	seed="${CHAOS_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+	echo "dev.sh chaos: seed $seed, duration ${2:-10m}" >&2
+	CHAOS_SEED="$seed" CHAOS_DURATION="${2:-10m}" \
+		exec go test -count=1 -timeout 0 -v -run '^TestChaos$' ./tests/chaos/
+	;;
+soak)
+	# The chaos run, reported as a soak: heap and goroutines of every worker
+	# and Redis's memory over time; it fails if any keeps growing.
+	exec "$0" chaos "${2:-10m}"
+	;;
 *)
-	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh scale [flags]" >&2
+	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh scale [flags] | ./dev.sh chaos|soak [duration]" >&2
 	exit 2
 	;;
 esac

@@ -92,7 +92,7 @@ func TestWakeUpLatencyInProcess(t *testing.T) {
 		require.GreaterOrEqual(t, len(gaps), rounds, "the owners took turns")
 		m := median(gaps)
 		t.Logf("in-process hand-offs: %d, median wake %v", len(gaps), m)
-		assert.Less(t, m, 10*time.Millisecond)
+		assert.Less(t, m, 2*time.Millisecond, "woken within about a millisecond (README)")
 		// No polling: about one script per acquisition and release, not a
 		// stream of retries while waiting.
 		scripts := commandCalls(after, "evalsha") - commandCalls(before, "evalsha")
@@ -135,7 +135,7 @@ func TestWakeUpLatencyAcrossProcesses(t *testing.T) {
 		require.GreaterOrEqual(t, len(gaps), 100, "the processes took turns")
 		m := median(gaps)
 		t.Logf("cross-process hand-offs: %d, median wake %v", len(gaps), m)
-		assert.Less(t, m, 10*time.Millisecond)
+		assert.Less(t, m, 2*time.Millisecond, "woken within about a millisecond (README)")
 	})
 }
 
@@ -173,10 +173,14 @@ func TestWaitersSurviveAKilledPubSubConnection(t *testing.T) {
 
 		released := time.Now()
 		require.NoError(t, holder.Unlock(ctx))
+		// The holder renews every lease/3, so the waiters' fallback timers
+		// (the TTL they last saw, at least 2/3 lease) cannot meet this
+		// bound: only re-subscription and its re-check (or the message on
+		// the new subscription) can.
 		for range waiters {
 			select {
 			case at := <-acquired:
-				assert.Less(t, at.Sub(released), lease, "within the holder's remaining TTL")
+				assert.Less(t, at.Sub(released), lease/3, "woken through the re-established subscription, not the TTL fallback")
 			case <-time.After(lease + 5*time.Second):
 				t.Fatal("a waiter hung after the pub/sub connection was killed")
 			}
