@@ -44,6 +44,9 @@ var injectors = []injector{
 	{"holder-kill", "the killed holder's lock is granted to another no earlier than 2/3 lease after the kill, and within a lease",
 		func(h *harness) (fault, bool) {
 			p := h.pickHolder()
+			if p == nil {
+				return fault{}, false
+			}
 			t := now()
 			_ = p.cmd.Process.Kill()
 			<-p.exited
@@ -77,6 +80,9 @@ var injectors = []injector{
 	{"holder-sigstop", "documented unsafety: a process stopped past its lease anywhere loses its holds; Done() closes when it runs again",
 		func(h *harness) (fault, bool) {
 			p := h.pickHolder()
+			if p == nil {
+				return fault{}, false
+			}
 			t := now()
 			_ = p.cmd.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(3 * h.lease / 2)
@@ -188,6 +194,9 @@ var injectors = []injector{
 	{"proxy-blackhole", "one worker cut off for 1.5 leases while the others proceed: its Done() closes before another grant",
 		func(h *harness) (fault, bool) {
 			p := h.pickHolder()
+			if p == nil {
+				return fault{}, false
+			}
 			t := now()
 			p.proxy.blackhole.Store(true)
 			time.Sleep(3 * h.lease / 2)
