@@ -1266,8 +1266,12 @@ func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
 	// Acquisitions whose Unlock is under way are not in h.grants any more,
 	// but they were held until now: their Done must close too, not when
 	// their release gets through (it may be stuck behind a cut network).
-	for _, o := range append([]*op{a.inflight}, a.ops...) {
-		if o != nil && o.kind == opRelease && o.owner == h.owner {
+	releasing := func(o *op) bool { return o != nil && o.kind == opRelease && o.owner == h.owner }
+	if releasing(a.inflight) {
+		a.endGrant(a.inflight.grant, err)
+	}
+	for _, o := range a.ops {
+		if releasing(o) {
 			a.endGrant(o.grant, err)
 		}
 	}
