@@ -29,8 +29,9 @@ var reportTemplate = template.Must(template.New("report").Parse(reportTemplateTe
 // column, coloured by the node that held the lock longest in it, which is
 // what the eye sees anyway at that scale: the page says so, and each such
 // bar says how many sections it stands for. Longer sections are always
-// drawn as themselves.
-const maxBars = 20000
+// drawn as themselves. The hidden --report-max-bars sets it, so a test
+// can count one bar per section whatever the machine's speed.
+var maxBars = 20000
 
 // minBarPx is the narrowest bar drawn: most sections last well under a
 // pixel's worth of time, and a thinner rect would not be painted at all.
@@ -309,7 +310,7 @@ func buildTimeline(in reportInput) timelineView {
 			_, r := assignRows(locks[name])
 			rows += r
 		}
-		colPx := int(math.Ceil(float64(rows) * sc.w / maxBars))
+		colPx := int(math.Ceil(float64(rows) * sc.w / float64(maxBars)))
 		colNs = sc.nsPerPx() * float64(colPx)
 		v.Aggregated, v.ColumnPx = true, colPx
 		v.ColumnTime = time.Duration(colNs).Round(time.Microsecond).String()

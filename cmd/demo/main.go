@@ -147,10 +147,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.jobs, "jobs", 4, "fair-locked jobs (1 to 64)")
 	fs.StringVar(&cfg.report, "report", "", "also write the run as a self-contained HTML page (timelines, histograms, verdict) to `FILE.html`")
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "skip the locks, to show what they prevent")
+	fs.IntVar(&maxBars, "report-max-bars", maxBars, "draw sections one by one up to this many bars")
 	fs.IntVar(&cfg.node, "node", -1, "internal: run as node `N`")
 	fs.BoolVar(&cfg.nodeCluster, "node-cluster", false, "internal: --redis is a cluster")
 	fs.StringVar(&cfg.seed, "node-run", "", "internal: run id")
-	hidden := map[string]bool{"unsafe": true, "node": true, "node-cluster": true, "node-run": true}
+	hidden := map[string]bool{"unsafe": true, "report-max-bars": true, "node": true, "node-cluster": true, "node-run": true}
 	fs.Usage = func() { usage(fs, hidden) }
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
