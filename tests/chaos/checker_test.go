@@ -21,6 +21,9 @@ type fault struct {
 	// the fenced resource must then reject the stale writes, which the
 	// register model checks.
 	Excuses bool
+	// Hits counts what the fault did that its check can see (segments
+	// lost, names whose fencing counter it rolled back).
+	Hits int
 }
 
 // bounds are the claims the checker holds the history to.
@@ -76,6 +79,10 @@ type verdict struct {
 	LongestStall    time.Duration
 	StallAfter      string
 	Faults          map[string]int
+
+	holds  []*hold // for the per-fault checks
+	faults []fault
+	bounds bounds
 }
 
 func (v *verdict) fail(format string, args ...any) {
@@ -101,7 +108,7 @@ func (v *verdict) String() string {
 // that never loses an accepted increment (porcupine), waits end on time,
 // a killed holder is not overtaken early, and grants resume after faults.
 func check(events []event, faults []fault, killed map[int]int64, b bounds) *verdict {
-	v := &verdict{Faults: map[string]int{}, WorstDoneMargin: time.Duration(never)}
+	v := &verdict{Faults: map[string]int{}, WorstDoneMargin: time.Duration(never), faults: faults, bounds: b}
 	for _, f := range faults {
 		v.Faults[f.Kind]++
 	}
@@ -206,7 +213,7 @@ func check(events []event, faults []fault, killed map[int]int64, b bounds) *verd
 			v.ExcusedHolds++
 		}
 	}
-	v.Grants = len(holds)
+	v.Grants, v.holds = len(holds), holds
 	checkLock(v, holds)
 	checkRegister(v, regs)
 	checkMargins(v, holds, b)

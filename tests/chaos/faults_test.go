@@ -35,6 +35,30 @@ var faultChecks = map[string]func(t *testing.T, v *verdict){
 	"redis-sigstop": func(t *testing.T, v *verdict) {
 		assert.NotZero(t, v.DoneMargins, "no holder lost its lock (Done) to the freeze")
 	},
+	"redis-restart-old-rdb": func(t *testing.T, v *verdict) {
+		for _, f := range v.faults {
+			assert.NotZero(t, f.Hits, "no fencing counter was rolled back: the fault did nothing")
+		}
+		// Tokens rising across the rollback and the fence holding are
+		// what every run checks (lock and register models).
+		t.Logf("%d excused holds, %d overtaken, %d stale writes rejected", v.ExcusedHolds, v.Overtaken, v.StaleRejected)
+	},
+	"proxy-loss": func(t *testing.T, v *verdict) {
+		for _, f := range v.faults {
+			assert.NotZero(t, f.Hits, "no packet was lost: the fault did nothing")
+			// The victim's link works again: it is granted a lock within
+			// the stall bound (every run checks that someone is).
+			var after time.Duration = -1
+			for _, h := range byGrant(v.holds) {
+				if h.p == f.Proc && h.got > f.End {
+					after = time.Duration(h.got - f.End)
+					break
+				}
+			}
+			t.Logf("%d packets lost; the victim's next grant came %v after the loss ended", f.Hits, after)
+			assert.True(t, after >= 0 && after <= v.bounds.Stall, "the victim was not granted a lock within the stall bound after the loss ended")
+		}
+	},
 	"proxy-blackhole": func(t *testing.T, v *verdict) {
 		assert.NotZero(t, v.DoneMargins, "no cut-off holder lost its lock (Done) while another took it")
 	},
@@ -134,6 +158,8 @@ var injectors = []injector{
 			}
 			return fault{Kind: "redis-restart-empty", Start: t, End: now(), Proc: -1, Excuses: true}, true
 		}},
+	{"redis-restart-old-rdb", "documented unsafety: Redis back from an RDB snapshot taken 1 to 4 s earlier, lock keys and fencing counters rolled back: holds granted since are lost (excused) and a stale holder's writes are rejected by the fence; tokens still rise (max(counter+1, TIME in µs))",
+		restartFromOldSnapshot},
 	{"client-pause-write", "CLIENT PAUSE WRITE for 3/4 lease: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
 			h.longHolder(5 * time.Second) // land in a hold, across renewals
@@ -203,6 +229,25 @@ var injectors = []injector{
 			p.proxy.blackhole.Store(false)
 			p.proxy.closeAll()
 			return fault{Kind: "proxy-blackhole", Start: t, End: now(), Proc: p.id}, true
+		}},
+	{"proxy-loss", "one worker's link loses 30, 50 or 70 % of its packets for 1 to 1.5 leases (longer if nothing was lost yet, up to a lease more) (emulated as TCP sees it: each lost segment arrives after the retransmission backoff) while the others proceed: no overlap (if its renewals cannot get through, its Done() closes before another grant), its waits end on time, and it is granted a lock again within the stall bound",
+		func(h *harness) (fault, bool) {
+			p := h.pickHolder()
+			if p == nil {
+				return fault{}, false
+			}
+			pm := []int64{300, 500, 700}[h.rng.IntN(3)]
+			before := p.proxy.lost.Load()
+			t := now()
+			p.proxy.loss.Store(pm)
+			time.Sleep(time.Duration(float64(h.lease) * (1 + h.rng.Float64()/2)))
+			// A holder sends little (a renewal every third of a lease):
+			// go on until something was lost, a lease more at most.
+			for end := time.Now().Add(h.lease); p.proxy.lost.Load() == before && time.Now().Before(end); {
+				time.Sleep(20 * time.Millisecond)
+			}
+			p.proxy.loss.Store(0)
+			return fault{Kind: "proxy-loss", Start: t, End: now(), Proc: p.id, Hits: int(p.proxy.lost.Load() - before)}, true
 		}},
 	{"proxy-drop-reply", "the reply to a script that ran is dropped and the connection broken: the retry takes effect once (no double hold, no lost release)",
 		func(h *harness) (fault, bool) {

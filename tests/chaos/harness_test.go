@@ -87,7 +87,7 @@ func (h *harness) spawn() *proc {
 	id := h.next
 	h.next++
 	h.mu.Unlock()
-	px, err := newFaultProxy(h.srv.Addr)
+	px, err := newFaultProxy(h.srv.Addr, h.seed<<8|uint64(id))
 	require.NoError(h.t, err)
 	p := &proc{id: id, proxy: px, log: filepath.Join(h.dir, fmt.Sprintf("w%d.jsonl", id)), exited: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
