@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +27,8 @@ func runBounds(lease, wait time.Duration) bounds {
 // after the last, whatever d says.
 func runChaos(t *testing.T, seed uint64, d time.Duration, kinds []string, procs, names, count int) *verdict {
 	const lease, wait = 2 * time.Second, 3 * time.Second
-	h := newHarness(t, config{seed: seed, procs: procs, clients: 2, names: names, lease: lease, wait: wait})
+	h := newHarness(t, config{seed: seed, procs: procs, clients: 2, names: names, lease: lease, wait: wait,
+		failover: slices.Contains(kinds, "sentinel-failover")})
 	t.Logf("seed %d, %v, kinds %v", seed, d, kinds)
 	stopMem := make(chan struct{})
 	mem, keys, memDone := redisMemory(h.srv.Addr, stopMem)

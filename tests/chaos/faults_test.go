@@ -43,6 +43,12 @@ var faultChecks = map[string]func(t *testing.T, v *verdict){
 		// what every run checks (lock and register models).
 		t.Logf("%d excused holds, %d overtaken, %d stale writes rejected", v.ExcusedHolds, v.Overtaken, v.StaleRejected)
 	},
+	"sentinel-failover": func(t *testing.T, v *verdict) {
+		for _, f := range v.faults {
+			assert.NotZero(t, f.Hits, "no grant was made on the master while the replica lagged: the failover lost nothing")
+		}
+		t.Logf("%d excused holds, %d overtaken, %d stale writes rejected", v.ExcusedHolds, v.Overtaken, v.StaleRejected)
+	},
 	"proxy-loss": func(t *testing.T, v *verdict) {
 		for _, f := range v.faults {
 			assert.NotZero(t, f.Hits, "no packet was lost: the fault did nothing")
@@ -160,6 +166,8 @@ var injectors = []injector{
 		}},
 	{"redis-restart-old-rdb", "documented unsafety: Redis back from an RDB snapshot taken 1 to 4 s earlier, lock keys and fencing counters rolled back: holds granted since are lost (excused) and a stale holder's writes are rejected by the fence; tokens still rise (max(counter+1, TIME in µs))",
 		restartFromOldSnapshot},
+	{"sentinel-failover", "documented unsafety (no WithReplicaSync): the master dies while its replica lags, the Sentinel promotes the replica, which lacks the last grants: those holds are lost (excused), another owner may be granted while the old holder still believes it holds (recorded), its stale writes are rejected by the fence and tokens still rise; grants resume within the stall bound",
+		failoverToLaggingReplica},
 	{"client-pause-write", "CLIENT PAUSE WRITE for 3/4 lease: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
 			h.longHolder(5 * time.Second) // land in a hold, across renewals

@@ -23,17 +23,21 @@ import (
 // harness runs worker processes against one Redis (the one faults hit, with
 // AOF appendfsync always) and a resource Redis (never faulted).
 type harness struct {
-	t       *testing.T
-	rng     *rand.Rand
-	seed    uint64
-	srv     *redisserver.Server
-	admin   *redis.Client
-	res     *redisserver.Server
-	dir     string
-	lease   time.Duration
-	wait    time.Duration
-	names   []string
-	clients int
+	t     *testing.T
+	rng   *rand.Rand
+	seed  uint64
+	srv   *redisserver.Server
+	admin *redis.Client
+	res   *redisserver.Server
+	// With failover on: a replica of srv and a Sentinel watching both
+	// (srv and replica swap when the fault fails over).
+	replica  *redisserver.Server
+	sentinel *redisserver.Server
+	dir      string
+	lease    time.Duration
+	wait     time.Duration
+	names    []string
+	clients  int
 
 	mu     sync.Mutex
 	procs  []*proc // running
@@ -58,11 +62,18 @@ type config struct {
 	names   int
 	lease   time.Duration
 	wait    time.Duration
+	// failover: run a replica and a Sentinel for the sentinel-failover
+	// fault.
+	failover bool
 }
 
+// dataServerArgs: every server the faults hit persists each write (AOF
+// always), so that a restart alone loses nothing.
+var dataServerArgs = []string{"--appendonly", "yes", "--appendfsync", "always",
+	"--enable-debug-command", "local", "--busy-reply-threshold", "1000"}
+
 func newHarness(t *testing.T, c config) *harness {
-	srv, err := redisserver.Start("--appendonly", "yes", "--appendfsync", "always",
-		"--enable-debug-command", "local", "--busy-reply-threshold", "1000")
+	srv, err := redisserver.Start(dataServerArgs...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Close() })
 	res, err := redisserver.Start()
@@ -74,6 +85,9 @@ func newHarness(t *testing.T, c config) *harness {
 	t.Cleanup(func() { _ = h.admin.Close() })
 	for i := range c.names {
 		h.names = append(h.names, fmt.Sprintf("chaos:%d", i))
+	}
+	if c.failover {
+		h.startReplication()
 	}
 	for range c.procs {
 		h.spawn()

@@ -46,7 +46,6 @@ type redSide struct {
 func redMasters(t *testing.T, n int, lease time.Duration) ([]*redisserver.Server, []*redis.Client, [2]redSide) {
 	var srvs []*redisserver.Server
 	var admins []*redis.Client
-	var sides [2]redSide
 	for range n {
 		srv, err := redisserver.Start()
 		require.NoError(t, err)
@@ -55,6 +54,16 @@ func redMasters(t *testing.T, n int, lease time.Duration) ([]*redisserver.Server
 		admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		t.Cleanup(func() { _ = admin.Close() })
 		admins = append(admins, admin)
+	}
+	sides := redSides(t, srvs, 2, lease)
+	return srvs, admins, [2]redSide{sides[0], sides[1]}
+}
+
+// redSides are k sides over srvs, each with its own client and runtime per
+// master.
+func redSides(t *testing.T, srvs []*redisserver.Server, k int, lease time.Duration) []redSide {
+	sides := make([]redSide, k)
+	for _, srv := range srvs {
 		for s := range sides {
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 			rt, err := actorlock.New(rdb, actorlock.WithWatchdog(lease), actorlock.WithCallTimeout(300*time.Millisecond))
@@ -68,7 +77,7 @@ func redMasters(t *testing.T, n int, lease time.Duration) ([]*redisserver.Server
 			sides[s].rts = append(sides[s].rts, rt)
 		}
 	}
-	return srvs, admins, sides
+	return sides
 }
 
 func (s redSide) red(name string) *actorlock.Red {
