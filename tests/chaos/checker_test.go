@@ -76,6 +76,7 @@ type verdict struct {
 	WorstDoneMargin time.Duration // least (next grant - Done seen) over lost holds
 	DoneMargins     int
 	WorstOvershoot  time.Duration // worst (Acquire duration - wait time)
+	OvershootDuring string        // the faults under way during that Acquire
 	LongestStall    time.Duration
 	StallAfter      string
 	Faults          map[string]int
@@ -98,9 +99,9 @@ func (v *verdict) String() string {
 	}
 	sort.Strings(kinds)
 	return fmt.Sprintf("grants %d in %.0f s (%.1f/s); faults %s; stale writes rejected %d; excused holds %d (overtaken %d); killed holders overtaken %d; "+
-		"worst Done() margin %v over %d losses; worst wait overshoot %v; longest stall after a fault %v (%s)",
+		"worst Done() margin %v over %d losses; worst wait overshoot %v (during: %s); longest stall after a fault %v (%s)",
 		v.Grants, v.Seconds, float64(v.Grants)/v.Seconds, strings.Join(kinds, " "), v.StaleRejected, v.ExcusedHolds, v.Overtaken, v.KilledOvertaken,
-		v.WorstDoneMargin, v.DoneMargins, v.WorstOvershoot, v.LongestStall, v.StallAfter)
+		v.WorstDoneMargin, v.DoneMargins, v.WorstOvershoot, v.OvershootDuring, v.LongestStall, v.StallAfter)
 }
 
 // check verifies a run's history: the lock is linearizable as a lock with
@@ -159,7 +160,9 @@ func check(events []event, faults []fault, killed map[int]int64, b bounds) *verd
 				}
 				if !pausedDuring(pauses[p], acq.T, e.T) && stop == 0 {
 					over := time.Duration(e.T-acq.T) - time.Duration(acq.Wait)
-					v.WorstOvershoot = max(v.WorstOvershoot, over)
+					if over > v.WorstOvershoot {
+						v.WorstOvershoot, v.OvershootDuring = over, faultsDuring(faults, acq.T, e.T)
+					}
 					if over > b.WaitSlack {
 						v.fail("client %d: Acquire(%s, wait %v) returned after %v (%s)", c, acq.N,
 							time.Duration(acq.Wait), time.Duration(e.T-acq.T), e.Err)
@@ -220,6 +223,20 @@ func check(events []event, faults []fault, killed map[int]int64, b bounds) *verd
 	checkKills(v, holds, killed, b)
 	checkStalls(v, holds, faults, last, b)
 	return v
+}
+
+// faultsDuring names the faults under way between from and to.
+func faultsDuring(faults []fault, from, to int64) string {
+	var out []string
+	for _, f := range faults {
+		if f.Start < to && f.End > from {
+			out = append(out, f.Kind)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 func pausedDuring(ps [][2]int64, from, to int64) bool {

@@ -57,7 +57,7 @@ return {1, v}
 
 type redHold struct {
 	c        int
-	got, end time.Time // end: Done closed (unlocked or lost); zero while held
+	got, end time.Time // end: Done closed, or Unlock called, whichever first
 	masters  []int     // the masters it holds
 	args     []any     // master, token pairs for the fence
 	rejected time.Time // its first fenced operation refused (zero: none)
@@ -153,7 +153,9 @@ func (r *redRun) client(id int, s redSide, rng *rand.Rand, lease time.Duration, 
 		go func() {
 			<-g.Done()
 			r.mu.Lock()
-			h.end = time.Now()
+			if h.end.IsZero() {
+				h.end = time.Now()
+			}
 			r.mu.Unlock()
 			close(watched)
 		}()
@@ -178,6 +180,13 @@ func (r *redRun) client(id int, s redSide, rng *rand.Rand, lease time.Duration, 
 			case <-g.Done():
 			}
 		}
+		// Once Unlock is called the hold may end at any moment (its
+		// Done closes when every member's release has answered).
+		r.mu.Lock()
+		if h.end.IsZero() {
+			h.end = time.Now()
+		}
+		r.mu.Unlock()
 		_ = g.Unlock(ctx)
 		<-watched
 		cancel()
@@ -248,8 +257,8 @@ func (r *redRun) check(faults []*redFault, lease time.Duration) {
 			unsafe[f.hold] = true
 		}
 	}
-	// A hold ends when its Done closed (Unlock or loss), seen by a
-	// goroutine that may run a little late under load.
+	// A hold ends by its Unlock call, or when its Done closed (a loss),
+	// seen by a goroutine that may run a little late under load.
 	const slack = 40 * time.Millisecond
 	overlaps, stale := 0, 0
 	for i, h := range holds {
