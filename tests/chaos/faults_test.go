@@ -243,7 +243,7 @@ var injectors = []injector{
 			p.proxy.closeAll()
 			return fault{Kind: "proxy-blackhole", Start: t, End: now(), Proc: p.id}, true
 		}},
-	{"proxy-loss", "one worker's link loses 30, 50 or 70 % of its packets for 1 to 1.5 leases (longer if nothing was lost yet, up to a lease more) (emulated as TCP sees it: each lost segment arrives after the retransmission backoff) while the others proceed: no overlap (if its renewals cannot get through, its Done() closes before another grant), its waits end on time, and it is granted a lock again within the stall bound",
+	{"proxy-loss", "one worker's link loses 30, 50 or 70 % of its packets (emulated as TCP sees it: each lost segment arrives after the retransmission backoff) for 1 to 1.5 leases, or until one is lost, while the others proceed: no overlap (if its renewals cannot get through, its Done() closes before another grant), its waits end on time, and it is granted a lock again within the stall bound",
 		func(h *harness) (fault, bool) {
 			p := h.pickHolder()
 			if p == nil {

@@ -23,21 +23,21 @@ import (
 // harness runs worker processes against one Redis (the one faults hit, with
 // AOF appendfsync always) and a resource Redis (never faulted).
 type harness struct {
-	t     *testing.T
-	rng   *rand.Rand
-	seed  uint64
-	srv   *redisserver.Server
-	admin *redis.Client
-	res   *redisserver.Server
+	t       *testing.T
+	rng     *rand.Rand
+	seed    uint64
+	srv     *redisserver.Server
+	admin   *redis.Client
+	res     *redisserver.Server
+	dir     string
+	lease   time.Duration
+	wait    time.Duration
+	names   []string
+	clients int
+
 	// With failover on: a replica of srv and a Sentinel watching both
 	// (srv and replica swap when the fault fails over).
-	replica  *redisserver.Server
-	sentinel *redisserver.Server
-	dir      string
-	lease    time.Duration
-	wait     time.Duration
-	names    []string
-	clients  int
+	replica, sentinel *redisserver.Server
 
 	mu     sync.Mutex
 	procs  []*proc // running
