@@ -73,6 +73,11 @@ func failoverToLaggingReplica(h *harness) (fault, bool) {
 	}
 	ctx, cancel := h.ctx(60 * time.Second)
 	defer cancel()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: h.sentinel.Addr})
+	defer sc.Close()
+	if !sentinelSeesReplica(ctx, sc, h.replica) {
+		return fault{}, false
+	}
 	if err := h.replica.Pause(); err != nil {
 		h.t.Errorf("pause the replica: %v", err)
 		return fault{}, false
@@ -98,8 +103,6 @@ func failoverToLaggingReplica(h *harness) (fault, bool) {
 	if err := h.replica.Resume(); err != nil {
 		h.t.Errorf("resume the replica: %v", err)
 	}
-	sc := redis.NewSentinelClient(&redis.Options{Addr: h.sentinel.Addr})
-	defer sc.Close()
 	if err := sc.Failover(ctx, sentinelMaster).Err(); err != nil {
 		h.t.Errorf("SENTINEL FAILOVER: %v", err)
 	}
@@ -133,4 +136,22 @@ func failoverToLaggingReplica(h *harness) (fault, bool) {
 		h.t.Errorf("make the old master a replica: %v", err)
 	}
 	return fault{Kind: "sentinel-failover", Start: t, End: end, Proc: -1, Excuses: true, Hits: rolledBack(snap, pre)}, true
+}
+
+// sentinelSeesReplica waits up to 15 s until the Sentinel knows r as a
+// healthy replica of the master with recent INFO, which SENTINEL FAILOVER
+// needs to pick it (just after a failover it may not yet).
+func sentinelSeesReplica(ctx context.Context, sc *redis.SentinelClient, r *redisserver.Server) bool {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		reps, _ := sc.Replicas(ctx, sentinelMaster).Result()
+		for _, rep := range reps {
+			refresh, _ := strconv.Atoi(rep["info-refresh"])
+			if rep["port"] == strconv.Itoa(r.Port) && rep["flags"] == "slave" && rep["master-link-status"] == "ok" && refresh < 5000 {
+				return true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
 }
