@@ -57,7 +57,7 @@ func runChaos(t *testing.T, seed uint64, d time.Duration, kinds []string, procs,
 	}
 	// Let grants resume after the last fault, so its stall is measured.
 	if len(h.faults) > 0 {
-		h.waitGrantAfter(h.faults[len(h.faults)-1].End, runBounds(lease, wait).Stall+time.Second)
+		h.waitGrantAfter(h.faults[len(h.faults)-1].End, runBounds(lease, wait).Stall+time.Second, nil)
 	}
 	h.stopAll()
 	close(stopMem)

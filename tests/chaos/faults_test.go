@@ -260,7 +260,11 @@ var injectors = []injector{
 				time.Sleep(20 * time.Millisecond)
 			}
 			p.proxy.loss.Store(0)
-			return fault{Kind: "proxy-loss", Start: t, End: now(), Proc: p.id, Hits: int(p.proxy.lost.Load() - before)}, true
+			f := fault{Kind: "proxy-loss", Start: t, End: now(), Proc: p.id, Hits: int(p.proxy.lost.Load() - before)}
+			// Let the victim be granted again before the run can end
+			// (its check looks for that grant).
+			h.waitGrantAfter(f.End, runBounds(h.lease, h.wait).Stall+time.Second, p)
+			return f, true
 		}},
 	{"proxy-drop-reply", "the reply to a script that ran is dropped and the connection broken: the retry takes effect once (no double hold, no lost release)",
 		func(h *harness) (fault, bool) {

@@ -213,12 +213,15 @@ func (h *harness) ctx(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
 }
 
-// waitGrantAfter waits until some worker was granted a lock after t, or
-// until limit has passed.
-func (h *harness) waitGrantAfter(t int64, limit time.Duration) {
+// waitGrantAfter waits until some worker (only, if not nil) was granted a
+// lock after t, or until limit has passed.
+func (h *harness) waitGrantAfter(t int64, limit time.Duration, only *proc) {
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		for _, p := range h.all {
+			if only != nil && p != only {
+				continue
+			}
 			evs, _ := readLog(p.log)
 			for i := len(evs) - 1; i >= 0 && evs[i].T > t; i-- {
 				if evs[i].K == "got" {
