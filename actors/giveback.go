@@ -38,7 +38,7 @@ func (a *lockActor) lateGrant(ctx actor.Context, r *request, g scripts.Grant, le
 			ErrNotAcquired, a.key.Name), HolderTTL: -1})
 		return
 	}
-	if r.elem == nil {
+	if !a.queue.queued(r) {
 		// A re-entry or a single attempt: run again once the give-back is done.
 		a.steps = append(a.steps, &attemptStep{req: r})
 		return

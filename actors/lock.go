@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"strconv"
@@ -53,14 +52,13 @@ type lockActor struct {
 	headReady    bool // the contender should try
 	contended    bool // a waiter met another owner: wake-ups come by pub/sub
 
-	holds    map[string]*hold    // by owner; only owners holding now
-	queue    *list.List          // waiting *request, FIFO, until answered
-	pending  map[reqKey]*request // unanswered requests
-	steps    []step              // waiting to run, before any waiter's attempt
-	inflight step                // the script in flight
-	watched  watchers            // owner actors and requesters
-	handoffs int                 // consecutive local hand-offs (reentrant lock)
-	gens     uint64              // renewal registrations made
+	holds    map[string]*hold  // by owner; only owners holding now
+	queue    waiters[*request] // unanswered requests; those that wait their turn in its FIFO
+	steps    []step            // waiting to run, before any waiter's attempt
+	inflight step              // the script in flight
+	watched  watchers          // owner actors and requesters
+	handoffs int               // consecutive local hand-offs (reentrant lock)
+	gens     uint64            // renewal registrations made
 
 	wakes      uint64        // unlock messages and (re)subscriptions so far: see attempted
 	subscribed Topic         // zero: none
@@ -151,13 +149,12 @@ type (
 // the first watch, and trim drops the storage of what empties.
 func newLockActor(env *Env, key LockKey) *lockActor {
 	return &lockActor{
-		env:     env,
-		key:     key,
-		fam:     familyOf(key.Kind),
-		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		holds:   map[string]*hold{},
-		queue:   list.New(),
-		pending: map[reqKey]*request{},
+		env:    env,
+		key:    key,
+		fam:    familyOf(key.Kind),
+		timers: scheduler.NewTimerScheduler(env.System.Root),
+		holds:  map[string]*hold{},
+		queue:  newWaiters[*request](),
 	}
 }
 
@@ -175,8 +172,8 @@ func (a *lockActor) trim() {
 		a.trimmed, a.untrimmed = a.routed, true
 	}
 	// A fresh empty map costs a small header, once per burst of requests.
-	if a.untrimmed && len(a.pending) == 0 {
-		a.pending, a.untrimmed = map[reqKey]*request{}, false
+	if a.untrimmed && len(a.queue.pending) == 0 {
+		a.queue.pending, a.untrimmed = map[reqKey]*request{}, false
 	}
 }
 
@@ -201,7 +198,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.idleTimeout(ctx)
 	case *Acquire:
 		a.admit(ctx, &request{
-			key: reqKey{id: strconv.FormatUint(m.ID, 10)}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
+			waitState: waitState{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
 			deadline: m.Deadline, tryOnce: m.TryOnce, by: &goCaller{id: m.ID, end: m.End, reply: m.Reply},
 		})
 	case *messages.AcquireRequest:
@@ -282,12 +279,12 @@ func (a *lockActor) admitMessage(ctx actor.Context, m *messages.AcquireRequest) 
 	}
 	owner := TokenOwner(a.env.RuntimeID, token)
 	r := &request{
-		key:     reqKey{from: owner, id: m.RequestId},
-		kind:    m.Kind,
-		owner:   owner,
-		lease:   time.Duration(m.LeaseMs) * time.Millisecond,
-		tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
-		by:      &actorCaller{from: from, protoID: m.RequestId, token: token, remote: !a.isLocal(from)},
+		waitState: waitState{key: reqKey{from: owner, id: m.RequestId}},
+		kind:      m.Kind,
+		owner:     owner,
+		lease:     time.Duration(m.LeaseMs) * time.Millisecond,
+		tryOnce:   m.WaitMs == 0 && !m.WaitIndefinitely,
+		by:        &actorCaller{from: from, protoID: m.RequestId, token: token, remote: !a.isLocal(from)},
 	}
 	if m.WaitMs > 0 {
 		r.deadline = time.Now().Add(time.Duration(m.WaitMs) * time.Millisecond)
@@ -300,7 +297,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		a.deliver(r, AcquireResult{Err: ErrClosed})
 		return
 	}
-	if _, dup := a.pending[r.key]; dup {
+	if _, dup := a.queue.get(r.key); dup {
 		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: request id %q is already pending", ErrInvalidArgument, r.key.id)})
 		return
 	}
@@ -318,11 +315,9 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		a.deliver(r, AcquireResult{Err: upgradeError()})
 		return
 	}
-	a.pending[r.key] = r
+	a.queue.add(r)
 	a.watched.watch(ctx, r.from())
-	if !r.deadline.IsZero() {
-		r.stopTimer = a.timers.SendOnce(time.Until(r.deadline), a.self, &waiterDeadline{req: r})
-	}
+	a.queue.expireAt(a.timers, a.self, r, r.deadline, &waiterDeadline{req: r})
 	switch {
 	case h != nil && !upgrade:
 		// Re-entry: the owner already holds the lock, so it must not wait
@@ -333,8 +328,8 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 	case r.tryOnce:
 		a.steps = append(a.steps, &attemptStep{req: r})
 	default:
-		first := a.queue.Len() == 0
-		r.elem = a.queue.PushBack(r)
+		first := a.queue.waiting() == 0
+		a.queue.pushBack(r)
 		switch {
 		case a.fam.queues():
 			// Every fair waiter takes its place in the Redis queue now, so
@@ -350,7 +345,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 // caller (who has stopped listening for anything but one reply) ErrCanceled
 // too, or its grant if that came first.
 func (a *lockActor) cancel(ctx actor.Context, k reqKey) {
-	if r := a.pending[k]; r != nil {
+	if r, ok := a.queue.get(k); ok {
 		a.answer(ctx, r, AcquireResult{Err: ErrCanceled})
 	}
 }
@@ -398,10 +393,10 @@ func (a *lockActor) kick(ctx actor.Context) {
 // when something suggests it may succeed and no local hold rules it out
 // (a waiter that queues in Redis must also hold its place there already).
 func (a *lockActor) contender() *request {
-	if !a.headReady || a.queue.Len() == 0 || since() < a.yieldUntil {
+	if !a.headReady || a.queue.waiting() == 0 || since() < a.yieldUntil {
 		return nil
 	}
-	head := a.queue.Front().Value.(*request)
+	head := a.front()
 	if head.inflight || a.fam.blocked(a.holds, head) || (a.fam.queues() && !head.enqueued) || a.givingBackFor(head.owner) {
 		return nil
 	}
@@ -460,13 +455,13 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: g.HolderTTL})
 		return
 	}
-	if r.elem == nil {
+	if !a.queue.queued(r) {
 		// A re-entry whose hold turned out lost waits like anyone else.
-		r.elem = a.queue.PushFront(r)
+		a.queue.pushFront(r)
 	}
 	if a.fam.queues() {
 		r.enqueued = true
-		if a.queue.Front().Value.(*request) != r {
+		if a.front() != r {
 			return // it waits for those ahead of it here, who wait for their turn
 		}
 	}
@@ -525,11 +520,10 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	a.armValidity()
 	a.answer(ctx, r, AcquireResult{Token: g.Token, HoldCount: g.HoldCount, HolderTTL: lease})
 	// Requests of this owner still queued are re-entries now.
-	for e := a.queue.Front(); e != nil; {
+	for e := a.queue.fifo.Front(); e != nil; {
 		next := e.Next()
 		if q := e.Value.(*request); q.owner == r.owner && !q.inflight && !a.fam.upgrade(h, q) {
-			a.queue.Remove(e)
-			q.elem = nil
+			a.queue.unqueue(q)
 			a.steps = append(a.steps, &attemptStep{req: q})
 		}
 		e = next
@@ -551,7 +545,7 @@ func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, 
 		return
 	}
 	pause := time.Duration(10<<r.unsynced) * time.Millisecond
-	if r.elem != nil {
+	if a.queue.queued(r) {
 		a.headReady = false
 		a.retry.set(a.timers, a.self, pause)
 		return

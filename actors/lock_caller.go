@@ -1,12 +1,10 @@
 package actors
 
 import (
-	"container/list"
 	"context"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/actorlock/actorlock/messages"
 )
@@ -21,7 +19,7 @@ type reqKey struct {
 
 // request is one Acquire waiting for its answer in a lock actor.
 type request struct {
-	key      reqKey
+	waitState
 	kind     messages.Kind
 	owner    string
 	lease    time.Duration // 0: watchdog
@@ -29,13 +27,10 @@ type request struct {
 	tryOnce  bool
 	by       caller // nil: nobody to tell any more
 
-	elem      *list.Element // in the queue
-	stopTimer scheduler.CancelFunc
-	inflight  bool // an attempt for it is in flight
-	unsynced  int  // grants undone because too few replicas confirmed them
-	enqueued  bool // fair lock: it has a place in the Redis queue
-	left      bool // fair lock: its place has been given up
-	answered  bool // a success arriving now must be given back
+	inflight bool // an attempt for it is in flight
+	unsynced int  // grants undone because too few replicas confirmed them
+	enqueued bool // fair lock: it has a place in the Redis queue
+	left     bool // fair lock: its place has been given up
 }
 
 func (r *request) leaseOr(watchdog time.Duration) time.Duration {
@@ -120,18 +115,15 @@ func (a *lockActor) answer(ctx actor.Context, r *request, res AcquireResult) {
 
 // forget drops a request from the books without replying.
 func (a *lockActor) forget(r *request) {
-	r.answered = true
-	delete(a.pending, r.key)
-	if r.stopTimer != nil {
-		r.stopTimer()
+	if a.queue.forget(r) {
+		a.headReady = true // the next waiter may try
 	}
-	if r.elem != nil {
-		if a.queue.Front() == r.elem {
-			a.headReady = true // the next waiter may try
-		}
-		a.queue.Remove(r.elem)
-		r.elem = nil
-	}
+}
+
+// front is the first waiter of the FIFO, or nil.
+func (a *lockActor) front() *request {
+	r, _ := a.queue.head()
+	return r
 }
 
 func (a *lockActor) deliver(r *request, res AcquireResult) {

@@ -49,10 +49,10 @@ func (fair) handsTo(_ *lockActor, next *request) bool { return next.enqueued }
 // holder's release hands the lock to that waiter directly when it is the
 // head, so a lock passed around in one process never subscribes.
 func (fair) wantTopic(a *lockActor) Topic {
-	if a.queue.Len() == 0 || len(a.holds) > 0 {
+	if a.queue.waiting() == 0 || len(a.holds) > 0 {
 		return ""
 	}
-	head := a.queue.Front().Value.(*request)
+	head := a.front()
 	if !head.enqueued {
 		return ""
 	}

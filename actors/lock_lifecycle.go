@@ -14,7 +14,7 @@ import (
 // contended name stays subscribed until its queue empties, so a busy lock
 // does not subscribe once per hand-over.
 func (a *lockActor) syncSubscription(ctx actor.Context) {
-	if a.queue.Len() == 0 {
+	if a.queue.waiting() == 0 {
 		a.contended = false
 	}
 	want := a.fam.wantTopic(a)
@@ -31,7 +31,7 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 }
 
 func (a *lockActor) idle() bool {
-	return len(a.holds) == 0 && len(a.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
+	return len(a.holds) == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
 		a.due == 0 && len(a.givingBack) == 0
 }
 
@@ -63,7 +63,7 @@ func (a *lockActor) idleTimeout(ctx actor.Context) {
 // drain is Close: fail every request, release every hold, then report.
 func (a *lockActor) drain(ctx actor.Context) {
 	a.draining = true
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}
 	for _, h := range a.holds {
@@ -81,7 +81,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
 	a.validity.cancel()
 	a.alive.cancel()
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}
 	for _, h := range a.holds {

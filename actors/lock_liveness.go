@@ -60,7 +60,7 @@ func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
 		return // forged
 	}
 	delete(a.watched, k)
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if from := r.from(); from != nil && pidKey(from) == k {
 			r.by = nil // nobody to tell
 			a.forget(r)
@@ -86,7 +86,7 @@ func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
 	k := pidKey(who)
 	a.watched[k].ended = true
 	until := time.Now().Add(a.env.Watchdog / 2)
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil && c.from != nil && pidKey(c.from) == k {
 			if c.suspectUntil.IsZero() || until.Before(c.suspectUntil) {
 				c.suspectUntil = until
@@ -131,7 +131,7 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 		h.by.aliveUntil = time.Now().Add(a.env.Watchdog)
 		h.by.suspect, h.by.unreachable = false, false
 	}
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil && r.owner == owner {
 			c.suspectUntil, c.unreachable = time.Time{}, false
 		}
@@ -144,7 +144,7 @@ func (a *lockActor) knows(owner string) bool {
 	if h := a.holds[owner]; h != nil && h.byMessage() && len(h.grants) > 0 {
 		return true
 	}
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if r.actor() != nil && r.owner == owner {
 			return true
 		}
@@ -171,7 +171,7 @@ func (a *lockActor) armAlive() {
 			consider(h.by.aliveUntil)
 		}
 	}
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil {
 			consider(c.suspectUntil)
 		}
@@ -186,7 +186,7 @@ func (a *lockActor) armAlive() {
 // their owner actors told, if reachable).
 func (a *lockActor) expireOwners(ctx actor.Context) {
 	now := time.Now()
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil && !c.suspectUntil.IsZero() && !now.Before(c.suspectUntil) {
 			a.watched.unwatch(ctx, c.from)
 			r.by = nil // nobody to tell

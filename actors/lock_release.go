@@ -94,7 +94,7 @@ func (a *lockActor) cancelMessage(ctx actor.Context, m *messages.CancelRequest) 
 	switch {
 	case err != nil:
 		respond(false, err)
-	case a.pending[reqKey{from: owner, id: m.RequestId}] != nil:
+	case a.queue.pending[reqKey{from: owner, id: m.RequestId}] != nil:
 		a.cancel(ctx, reqKey{from: owner, id: m.RequestId})
 		respond(true, nil)
 	case a.knows(owner):
@@ -196,7 +196,7 @@ func (a *lockActor) afterPublicRelease(heard int64) {
 	if a.live {
 		heard--
 	}
-	if heard > 0 && a.queue.Len() > 0 {
+	if heard > 0 && a.queue.waiting() > 0 {
 		a.yieldUntil = since() + yieldWindow
 		a.armRetry(yieldWindow)
 	}

@@ -194,10 +194,10 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 // same script, or nil: only when the owner releases its last hold, and to
 // the head the family allows (handsTo).
 func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
-	if s.grant == nil || h == nil || h.count != 1 || a.queue.Len() == 0 {
+	if s.grant == nil || h == nil || h.count != 1 || a.queue.waiting() == 0 {
 		return nil
 	}
-	next := a.queue.Front().Value.(*request)
+	next := a.front()
 	if next.inflight || next.owner == s.owner || !a.fam.handsTo(a, next) {
 		return nil
 	}
@@ -288,7 +288,7 @@ func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) {
 	if !a.fam.queues() || r.left || !(r.enqueued || mayHaveJoined) {
 		return
 	}
-	for _, p := range a.pending {
+	for _, p := range a.queue.pending {
 		if p.owner == r.owner {
 			return
 		}
