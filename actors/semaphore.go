@@ -82,9 +82,10 @@ type semReq struct {
 	reply chan<- SemResult
 }
 
-// semOp is one attempt, shared with the goroutine running it (see
-// popCall): whoever learns last that a taken permit has no taker gives it
-// back.
+// semOp is one attempt, shared with the goroutine running it (as the
+// queue actor's popCall is): whoever learns last that a taken permit has
+// no taker gives it back, the actor or, once the actor stopped, the
+// goroutine (see waiters for why the lock actor needs no such thing).
 type semOp struct {
 	req *semReq
 
