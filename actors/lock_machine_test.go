@@ -234,3 +234,45 @@ func TestLockMachineCancelAfterGrant(t *testing.T) {
 		require.FailNow(t, "no release answer")
 	}
 }
+
+// A release that hands the lock to the local head in the same script,
+// while that head cancels: the releaser's unlock succeeds, the head gets
+// exactly one answer (ErrCanceled), and the grant the script made for it
+// is undone once.
+func TestLockMachineHandoffAfterCancel(t *testing.T) {
+	m := newMachine(t)
+	held := m.acquire(1, "o1")
+	c := m.next(5 * time.Second)
+	c.out <- fakeOutcome{grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 1}}
+	require.NoError(t, one(t, held).Err)
+
+	waiter := m.acquire(2, "o2")
+	m.none(time.Second, "a local holder rules the waiter out: no attempt")
+
+	done := make(chan ReleaseResult, 1)
+	m.sys.Root.Send(m.pid, &Release{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, Owner: "o1", ID: 1, RequestID: "r1", Reply: done})
+	rel := m.next(5 * time.Second)
+	require.NotNil(t, rel.release)
+	assert.Equal(t, "o1", rel.release.Owner)
+	assert.Equal(t, "o2", rel.release.next.Owner, "the release hands the lock to the local head")
+
+	m.sys.Root.Send(m.pid, &Cancel{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, ID: 2})
+	assert.ErrorIs(t, one(t, waiter).Err, ErrCanceled)
+	rel.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}, grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 2}}
+	select {
+	case r := <-done:
+		require.NoError(t, r.Err)
+		assert.True(t, r.Released)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "no release answer")
+	}
+
+	undo := m.next(5 * time.Second)
+	require.NotNil(t, undo.release, "the hand-off's grant is given back")
+	assert.Equal(t, "o2", undo.release.Owner)
+	assert.Equal(t, int64(1), undo.release.IfCount)
+	assert.Empty(t, undo.release.next.Owner)
+	undo.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}}
+	m.none(time.Second, "undone once")
+	assert.Empty(t, waiter, "one answer")
+}
