@@ -71,7 +71,7 @@ type lockActor struct {
 	parked     []*attemptStep // attempts waiting for their owner's give-back
 	due        int            // steps waiting on a timer to run (stepDue)
 
-	drained func()
+	drained func() // drain: tells the manager once nothing is left to run
 }
 
 // family is what a lock family does differently; each is a zero-size
