@@ -98,7 +98,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 // goGrant finds the hold of owner and its grant to the Go Acquire id.
 func (a *lockActor) goGrant(owner string, id uint64) (*hold, *grant) {
 	h := a.holds[owner]
-	if h == nil || h.msg {
+	if h == nil || h.byMessage() {
 		return h, nil
 	}
 	for _, g := range h.grants {

@@ -38,9 +38,9 @@ func (a *lockActor) lateGrant(ctx actor.Context, r *request, g scripts.Grant, le
 			ErrNotAcquired, a.key.Name), HolderTTL: -1})
 		return
 	}
-	if r.elem == nil {
+	if !a.queue.queued(r) {
 		// A re-entry or a single attempt: run again once the give-back is done.
-		a.ops = append(a.ops, &op{kind: opAttempt, req: r})
+		a.steps = append(a.steps, &attemptStep{req: r})
 		return
 	}
 	a.headReady = true
@@ -71,11 +71,11 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount int64, lea
 		a.givingBack = map[string]int{}
 	}
 	a.givingBack[owner]++
-	a.ops = append([]*op{{
-		kind: opUndo, giveBack: true, owner: owner, write: write, holds: holds, ifCount: ifCount,
+	a.first(&undoStep{
+		giveBack: true, owner: owner, write: write, holds: holds, ifCount: ifCount,
 		requestID: a.env.NewRequestID(),
 		giveUpAt:  time.Now().Add(lease + a.env.CallTimeout),
-	}}, a.ops...)
+	})
 }
 
 // gaveBack ends one outstanding give-back of owner (done, or given up);
@@ -86,11 +86,11 @@ func (a *lockActor) gaveBack(owner string) {
 	}
 	delete(a.givingBack, owner)
 	parked := a.parked[:0]
-	for _, o := range a.parked {
-		if o.req.owner == owner {
-			a.ops = append(a.ops, o)
+	for _, s := range a.parked {
+		if s.req.owner == owner {
+			a.steps = append(a.steps, s)
 		} else {
-			parked = append(parked, o)
+			parked = append(parked, s)
 		}
 	}
 	clear(a.parked[len(parked):])

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"strconv"
@@ -59,8 +58,7 @@ type semaphoreActor struct {
 	idle      idleness
 	topic     Topic
 
-	fifo     *list.List // waiting *semReq
-	pending  map[reqKey]*semReq
+	queue    waiters[*semReq]
 	ops      []*semOp // single attempts waiting to run
 	inflight *semOp
 	watched  watchers
@@ -72,7 +70,9 @@ type semaphoreActor struct {
 }
 
 type semReq struct {
-	waitEntry
+	waitState
+	from      *actor.PID // actor caller; nil for a Go caller
+	protoID   string
 	n         int64
 	lease     time.Duration
 	tryOnce   bool
@@ -82,9 +82,10 @@ type semReq struct {
 	reply chan<- SemResult
 }
 
-// semOp is one attempt, shared with the goroutine running it (see
-// popCall): whoever learns last that a taken permit has no taker gives it
-// back.
+// semOp is one attempt, shared with the goroutine running it (as the
+// queue actor's popCall is): whoever learns last that a taken permit has
+// no taker gives it back, the actor or, once the actor stopped, the
+// goroutine (see waiters for why the lock actor needs no such thing).
 type semOp struct {
 	req *semReq
 
@@ -110,8 +111,7 @@ func newSemaphoreActor(env *Env, key SvcKey) *semaphoreActor {
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		idle:    idleness{key: key},
 		topic:   Topic(scripts.SemaphoreChannel(key.Name)),
-		fifo:    list.New(),
-		pending: map[reqKey]*semReq{},
+		queue:   newWaiters[*semReq](),
 		watched: watchers{},
 	}
 }
@@ -127,16 +127,16 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 		return
 	case *SemAcquire:
 		a.admit(ctx, &semReq{
-			waitEntry: waitEntry{key: reqKey{id: strconv.FormatUint(m.ID, 10)}},
+			waitState: waitState{key: reqKey{id: strconv.FormatUint(m.ID, 10)}},
 			n:         m.N, lease: m.Lease, tryOnce: m.TryOnce, reply: m.Reply,
 		}, time.Time{})
 	case *SemCancel:
 		a.cancel(ctx, reqKey{id: strconv.FormatUint(m.ID, 10)})
 	case *messages.SemaphoreAcquireRequest:
 		r := &semReq{
-			waitEntry: waitEntry{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, from: ctx.Sender(), protoID: m.RequestId},
-			n:         max(m.Permits, 1),
-			lease:     time.Duration(m.LeaseMs) * time.Millisecond, tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
+			waitState: waitState{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}}, from: ctx.Sender(), protoID: m.RequestId,
+			n:     max(m.Permits, 1),
+			lease: time.Duration(m.LeaseMs) * time.Millisecond, tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
 		}
 		var deadline time.Time
 		if m.WaitMs > 0 {
@@ -179,18 +179,16 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 }
 
 func (a *semaphoreActor) isIdle() bool {
-	return len(a.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && !a.subscribed
+	return len(a.queue.pending) == 0 && a.inflight == nil && len(a.ops) == 0 && !a.subscribed
 }
 
 func (a *semaphoreActor) head() *semReq {
-	if e := a.fifo.Front(); e != nil {
-		return e.Value.(*semReq)
-	}
-	return nil
+	r, _ := a.queue.head()
+	return r
 }
 
 func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time) {
-	if _, dup := a.pending[r.key]; dup {
+	if !a.queue.add(r) {
 		a.deliver(r, SemResult{Err: fmt.Errorf("%w: request id %q is already pending", ErrInvalidArgument, r.key.id)})
 		return
 	}
@@ -202,19 +200,16 @@ func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time)
 	} else {
 		r.markID = a.env.NewRequestID()
 	}
-	a.pending[r.key] = r
 	a.watched.watch(ctx, r.from)
-	if !deadline.IsZero() {
-		r.stop = a.timers.SendOnce(time.Until(deadline), a.self, &semDeadline{r: r})
-	}
+	a.queue.expireAt(a.timers, a.self, r, deadline, &semDeadline{r: r})
 	if r.tryOnce {
 		a.ops = append(a.ops, &semOp{req: r})
 		return
 	}
-	if a.fifo.Len() == 0 {
+	if a.queue.waiting() == 0 {
 		a.headReady = true
 	}
-	r.elem = a.fifo.PushBack(r)
+	a.queue.pushBack(r)
 }
 
 // kick starts the next attempt if none is in flight: single attempts
@@ -226,7 +221,7 @@ func (a *semaphoreActor) kick() {
 		case len(a.ops) > 0:
 			op = a.ops[0]
 			a.ops = a.ops[1:]
-		case a.headReady && a.fifo.Len() > 0:
+		case a.headReady && a.queue.waiting() > 0:
 			a.headReady = false
 			a.retry.cancel()
 			op = &semOp{req: a.head()}
@@ -344,7 +339,7 @@ func (a *semaphoreActor) armRetry(d time.Duration) {
 
 // syncSubscription keeps the channel subscribed while a refused head waits.
 func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
-	if a.fifo.Len() == 0 {
+	if a.queue.waiting() == 0 {
 		a.contended = false
 		a.retry.cancel()
 	}
@@ -359,14 +354,13 @@ func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
 }
 
 func (a *semaphoreActor) cancel(ctx actor.Context, k reqKey) {
-	if r := a.pending[k]; r != nil {
+	if r, ok := a.queue.get(k); ok {
 		a.answer(ctx, r, SemResult{Err: ErrCanceled})
 	}
 }
 
 func (a *semaphoreActor) answer(ctx actor.Context, r *semReq, res SemResult) {
-	r.forget(a.fifo)
-	delete(a.pending, r.key)
+	a.queue.forget(r)
 	a.deliver(r, res)
 	a.watched.unwatch(ctx, r.from)
 }
@@ -400,7 +394,7 @@ func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 		return
 	}
 	delete(a.watched, k)
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		if r.from != nil && pidKey(r.from) == k {
 			r.from = nil
 			a.answer(ctx, r, SemResult{})
@@ -411,7 +405,7 @@ func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 func (a *semaphoreActor) stop(ctx actor.Context) {
 	a.retry.cancel()
 	a.idle.cancel()
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		a.answer(ctx, r, SemResult{Err: ErrClosed})
 	}
 	if op := a.inflight; op != nil {

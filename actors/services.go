@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock/messages"
@@ -412,89 +411,6 @@ func isSvcRouted(msg any) bool {
 		return true
 	}
 	return false
-}
-
-// idleness is a child's side of the idle handshake: while the child is idle
-// a timer runs; when it fires (still idle, nothing routed since) the child
-// reports to the services actor, which stops it unless more was routed.
-type idleness struct {
-	key      SvcKey
-	routed   uint64
-	reported bool
-	seq      uint64
-	stop     scheduler.CancelFunc
-}
-
-type idleDue struct{ seq uint64 }
-
-// note counts a message the services actor routed here.
-func (i *idleness) note(msg any) {
-	if isSvcRouted(msg) {
-		i.routed++
-		i.reported = false
-	}
-}
-
-// sync arms the idle timer exactly while idle.
-func (i *idleness) sync(env *Env, timers *scheduler.TimerScheduler, self *actor.PID, idle bool) {
-	idle = idle && !i.reported
-	switch {
-	case idle && i.stop == nil:
-		i.seq++
-		i.stop = timers.SendOnce(env.IdleAfter, self, &idleDue{seq: i.seq})
-	case !idle && i.stop != nil:
-		i.cancel()
-	}
-}
-
-// fired handles the timer; idle is the child's state now.
-func (i *idleness) fired(ctx actor.Context, m *idleDue, idle bool) {
-	if m.seq != i.seq || i.stop == nil {
-		return
-	}
-	i.stop = nil
-	if idle && !i.reported {
-		i.reported = true
-		ctx.Send(ctx.Parent(), &childIdle{key: i.key, pid: ctx.Self(), routed: i.routed})
-	}
-}
-
-func (i *idleness) cancel() {
-	if i.stop != nil {
-		i.stop()
-		i.stop = nil
-	}
-}
-
-// watchers watches requesting actors, refcounted, so that a child forgets
-// the requests of an actor that stopped (and hands it nothing more).
-type watchers map[string]*watchRef
-
-func (w watchers) watch(ctx actor.Context, pid *actor.PID) {
-	if pid == nil {
-		return
-	}
-	k := pidKey(pid)
-	ref := w[k]
-	if ref == nil {
-		ref = &watchRef{pid: pid}
-		w[k] = ref
-		ctx.Watch(pid)
-	}
-	ref.refs++
-}
-
-func (w watchers) unwatch(ctx actor.Context, pid *actor.PID) {
-	if pid == nil {
-		return
-	}
-	k := pidKey(pid)
-	if ref := w[k]; ref != nil {
-		if ref.refs--; ref.refs <= 0 {
-			delete(w, k)
-			ctx.Unwatch(pid)
-		}
-	}
 }
 
 // randomID is 8 random bytes (a delayed item's id).

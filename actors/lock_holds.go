@@ -1,0 +1,206 @@
+package actors
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/messages"
+)
+
+// hold is what one owner holds of the lock here.
+type hold struct {
+	owner string
+	// count is the owner's hold count in Redis as last seen (read-write
+	// lock: its read holds; writes counts its write holds).
+	count      int64
+	writes     int64
+	grants     []*grant      // acquisitions not yet released, oldest first
+	watchdogs  int           // grants renewed by the watchdog
+	gen        uint64        // renewal registration; 0: none
+	renewReads int64         // read count the registration carries
+	validUntil time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
+	// by is the owner actor of a hold acquired by message (its owner is a
+	// token); nil for a Go caller's, which needs none of it.
+	by *ownerActor
+}
+
+// ownerActor is the owning actor of a hold acquired by message. A remote
+// owner's (lock_liveness.go) watchdog holds are kept only until
+// aliveUntil, which its RenewRequests move on.
+type ownerActor struct {
+	from        *actor.PID // nil once released (releaseAll)
+	remote      bool
+	aliveUntil  time.Time
+	suspect     bool // a Terminated came for from: aliveUntil applies even without watchdog grants
+	unreachable bool // its node's connection broke: nothing more is sent to from
+}
+
+type grant struct {
+	goID     uint64 // the Acquire's ID, Go callers only
+	token    int64
+	watchdog bool
+	write    bool                    // read-write lock: a write hold
+	lease    time.Duration           // as granted
+	end      context.CancelCauseFunc // Go callers: ends the Held's context
+}
+
+// counted is the count of the holds r's kind adds to.
+func (h *hold) counted(write bool) int64 {
+	if write {
+		return h.writes
+	}
+	return h.count
+}
+
+// byMessage reports whether h was acquired by message.
+func (h *hold) byMessage() bool { return h.by != nil }
+
+// from is the owner actor of h, nil for a Go caller's hold.
+func (h *hold) from() *actor.PID {
+	if h.by == nil {
+		return nil
+	}
+	return h.by.from
+}
+
+func (h *hold) extend(until time.Time) {
+	if at := until.Sub(epoch); at > h.validUntil {
+		h.validUntil = at
+	}
+}
+
+// localTTL is how long a local holder's hold stays valid, for a TryAcquire
+// refused without asking Redis.
+func (a *lockActor) localTTL() time.Duration {
+	ttl := time.Duration(-1)
+	for _, h := range a.holds {
+		ttl = max(ttl, h.validUntil-since(), 0)
+	}
+	return ttl
+}
+
+// syncRenewal keeps the watchdog registration of h in line with its grants
+// (and, for a read-write lock, with its read count, whose keys it renews).
+func (a *lockActor) syncRenewal(h *hold) {
+	switch {
+	case h.watchdogs > 0 && (h.gen == 0 || h.renewReads != h.count):
+		if h.gen == 0 {
+			a.gens++
+			h.gen = a.gens
+		}
+		h.renewReads = h.count
+		a.env.System.Root.Send(a.env.renewal, &RenewRegister{
+			Name: a.key.Name, Owner: h.owner, Gen: h.gen, Lock: a.self, RW: a.fam.shares(), Reads: h.count,
+		})
+	case h.watchdogs == 0 && h.gen != 0:
+		a.env.System.Root.Send(a.env.renewal, &RenewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
+		h.gen = 0
+	}
+}
+
+// dropHold forgets h: its owner no longer holds the lock.
+func (a *lockActor) dropHold(ctx actor.Context, h *hold) {
+	h.watchdogs = 0
+	a.syncRenewal(h)
+	delete(a.holds, h.owner)
+	a.watched.unwatch(ctx, h.from())
+}
+
+// lost ends every grant of h with ErrLost and tells an owner actor.
+func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
+	err := lostError(reason)
+	var token int64
+	for _, g := range h.grants {
+		a.endGrant(g, err)
+		token = max(token, g.token)
+	}
+	// Acquisitions whose Unlock is under way are not in h.grants any more,
+	// but they were held until now: their Done must close too, not when
+	// their release gets through (it may be stuck behind a cut network).
+	releasing := func(s step) {
+		if r, ok := s.(*releaseStep); ok && r.owner == h.owner {
+			a.endGrant(r.grant, err)
+		}
+	}
+	releasing(a.inflight)
+	for _, s := range a.steps {
+		releasing(s)
+	}
+	a.tellLost(ctx, h, reason, token)
+	a.dropHold(ctx, h)
+	a.headReady = true
+}
+
+// tellLost pushes a LockLost to the owner actor of h, if it has one that
+// can be reached: sending to a node whose connection broke would only make
+// protoactor dial it again and again.
+func (a *lockActor) tellLost(ctx actor.Context, h *hold, reason string, token int64) {
+	if h.from() == nil || h.by.unreachable {
+		return
+	}
+	kind := a.key.Kind
+	if h.writes > 0 {
+		kind = messages.Kind_KIND_WRITE
+	}
+	// The owner asked by the name it knows, without the key prefix.
+	ctx.Send(h.by.from, &messages.LockLost{Name: strings.TrimPrefix(a.key.Name, a.env.KeyPrefix), Kind: kind, Owner: h.owner, Reason: reason, FencingToken: token})
+}
+
+func (a *lockActor) endGrant(g *grant, cause error) {
+	if g != nil && g.end != nil {
+		g.end(cause)
+	}
+}
+
+// releaseAll ends every grant of h and queues the release of all its holds.
+func (a *lockActor) releaseAll(h *hold, cause error) {
+	for _, g := range h.grants {
+		a.endGrant(g, cause)
+	}
+	reads, writes := a.fam.allHolds(h)
+	for i, n := range [2]int64{reads, writes} {
+		if n > 0 {
+			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n, requestID: a.env.NewRequestID()})
+		}
+	}
+	h.grants, h.watchdogs = nil, 0
+	if h.by != nil {
+		h.by.from = nil
+	}
+	a.syncRenewal(h)
+}
+
+// expireHolds reports as lost every hold whose validity ran out: the watchdog
+// could not renew it in time (or it had a fixed lease that is over).
+func (a *lockActor) expireHolds(ctx actor.Context) {
+	now := since()
+	for _, h := range a.holds {
+		if now >= h.validUntil {
+			reason := "the lease expired"
+			if h.watchdogs > 0 {
+				reason = "the lease expired before the watchdog could renew it"
+			}
+			a.lost(ctx, h, reason)
+			a.giveBackHold(h)
+		}
+	}
+	a.armValidity()
+}
+
+// armValidity keeps one timer at the earliest validity deadline of all
+// holds, moved with every renewal; if it fires early (the earliest hold
+// went meanwhile), expireHolds re-arms it.
+func (a *lockActor) armValidity() {
+	earliest := time.Duration(-1)
+	for _, h := range a.holds {
+		if earliest < 0 || h.validUntil < earliest {
+			earliest = h.validUntil
+		}
+	}
+	if earliest >= 0 {
+		a.validity.moveTo(a.env.System.Root, a.self, epoch.Add(earliest))
+	}
+}

@@ -1,0 +1,222 @@
+package actors
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/messages"
+)
+
+// Owner actors.
+//
+// A local owner actor (or requester) is watched: when it stops, everything
+// it held or waited for is released at once.
+//
+// An owner actor in another process is watched like a local one, but a
+// watch alone cannot tell a frozen node or a cut network from a quiet one,
+// and its Terminated can be forged by any peer. So the owner proves it is
+// alive with RenewRequests (its token says who it is): a remote owner's
+// watchdog holds are released when none came for a whole watchdog lease,
+// whatever else happens, and the watchdog renews them in Redis only until
+// then. Requesters still waiting need no RenewRequest (they may not have
+// their token yet), except after a Terminated.
+//
+// Sending to a remote PID (a reply, a LockLost, a Watch) hands the message
+// to protoactor's endpoint actors without network I/O here; only the first
+// message to a new address waits for protoactor's endpoint supervisor to
+// spawn them (the connection is then made by the endpoint's own actor).
+// Nothing more is sent to a node whose connection broke (unreachable):
+// each send would make protoactor dial it again.
+
+// localAddress is protoactor's address of a system without remote.
+const localAddress = "nonhost"
+
+// isLocal reports whether pid is an actor of this process. A peer may
+// claim a local PID as its sender; it then gets a local owner's rules: its
+// hold lasts while that local actor lives (at once released if there is
+// none), which gains it nothing over renewing its own hold.
+func (a *lockActor) isLocal(pid *actor.PID) bool {
+	return pid.GetAddress() == a.env.System.Address() || pid.GetAddress() == localAddress
+}
+
+// ownerStopped handles a Terminated for an owner actor or requester. Any
+// remote peer can send one naming any PID, so it is believed only for an
+// actor of this process that the process registry confirms gone: then
+// everything it held or waited for is released at once. For a remote actor
+// see remoteStopped.
+func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
+	who := m.Who
+	k := pidKey(who)
+	if _, ok := a.watched[k]; !ok {
+		return
+	}
+	if !a.isLocal(who) {
+		a.remoteStopped(who, m.Why == actor.TerminatedReason_AddressTerminated)
+		return
+	}
+	if _, alive := a.env.System.ProcessRegistry.GetLocal(who.Id); alive {
+		return // forged
+	}
+	delete(a.watched, k)
+	for _, r := range a.queue.pending {
+		if from := r.from(); from != nil && pidKey(from) == k {
+			r.by = nil // nobody to tell
+			a.forget(r)
+			if !r.inflight {
+				a.leaveIfQueued(r, false)
+			}
+		}
+	}
+	for _, h := range a.holds {
+		if from := h.from(); from != nil && pidKey(from) == k {
+			a.releaseAll(h, lostError("the owner actor stopped"))
+		}
+	}
+}
+
+// remoteStopped handles a Terminated for a remote actor: it stopped, or
+// the connection to its node broke (unreachable). Forged or not, it only
+// brings the liveness deadline of that actor's holds and requests forward
+// to half a lease from now: an owner whose RenewRequests keep coming (one
+// is due every lease/3) keeps its locks, and one that really stopped loses
+// them in half a lease instead of a whole one.
+func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
+	k := pidKey(who)
+	a.watched[k].ended = true
+	until := time.Now().Add(a.env.Watchdog / 2)
+	for _, r := range a.queue.pending {
+		if c := r.actor(); c != nil && c.from != nil && pidKey(c.from) == k {
+			if c.suspectUntil.IsZero() || until.Before(c.suspectUntil) {
+				c.suspectUntil = until
+			}
+			c.unreachable = c.unreachable || unreachable
+		}
+	}
+	for _, h := range a.holds {
+		if from := h.from(); from != nil && pidKey(from) == k {
+			o := h.by
+			o.suspect = true
+			if o.aliveUntil.IsZero() || until.Before(o.aliveUntil) {
+				o.aliveUntil = until
+			}
+			o.unreachable = o.unreachable || unreachable
+		}
+	}
+	a.armAlive()
+}
+
+// renewMessage takes a RenewRequest as the proof that the owner of its
+// token is alive: its holds are kept (and renewed by the watchdog) for
+// another lease, and its waiting requests are no longer suspect.
+func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
+	respond := func(err error) {
+		resp := &messages.RenewResponse{RequestId: m.RequestId, Error: protoError(err)}
+		if err == nil {
+			resp.Renewed, resp.LeaseMs = true, a.env.Watchdog.Milliseconds()
+		}
+		ctx.Respond(resp)
+	}
+	owner, err := OwnerOfToken(a.env.RuntimeID, m.OwnerToken)
+	switch {
+	case err != nil:
+		respond(err)
+		return
+	case !a.knows(owner):
+		respond(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
+		return
+	}
+	if h := a.holds[owner]; h != nil && h.by != nil && h.by.remote {
+		h.by.aliveUntil = time.Now().Add(a.env.Watchdog)
+		h.by.suspect, h.by.unreachable = false, false
+	}
+	for _, r := range a.queue.pending {
+		if c := r.actor(); c != nil && r.owner == owner {
+			c.suspectUntil, c.unreachable = time.Time{}, false
+		}
+	}
+	respond(nil)
+}
+
+// knows reports whether owner holds or waits for the lock here by message.
+func (a *lockActor) knows(owner string) bool {
+	if h := a.holds[owner]; h != nil && h.byMessage() && len(h.grants) > 0 {
+		return true
+	}
+	for _, r := range a.queue.pending {
+		if r.actor() != nil && r.owner == owner {
+			return true
+		}
+	}
+	return false
+}
+
+// liveness reports whether h is released when aliveUntil passes.
+func (h *hold) liveness() bool {
+	return h.by != nil && h.by.remote && (h.watchdogs > 0 || h.by.suspect) && !h.by.aliveUntil.IsZero()
+}
+
+// armAlive keeps one timer at the earliest liveness deadline, moved with
+// every RenewRequest; if it fires early, expireOwners re-arms it.
+func (a *lockActor) armAlive() {
+	var earliest time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (earliest.IsZero() || t.Before(earliest)) {
+			earliest = t
+		}
+	}
+	for _, h := range a.holds {
+		if h.liveness() {
+			consider(h.by.aliveUntil)
+		}
+	}
+	for _, r := range a.queue.pending {
+		if c := r.actor(); c != nil {
+			consider(c.suspectUntil)
+		}
+	}
+	if !earliest.IsZero() {
+		a.alive.moveTo(a.env.System.Root, a.self, earliest)
+	}
+}
+
+// expireOwners gives up on the remote owners that did not prove alive in
+// time: their waiting requests are forgotten, their holds released (and
+// their owner actors told, if reachable).
+func (a *lockActor) expireOwners(ctx actor.Context) {
+	now := time.Now()
+	for _, r := range a.queue.pending {
+		if c := r.actor(); c != nil && !c.suspectUntil.IsZero() && !now.Before(c.suspectUntil) {
+			a.watched.unwatch(ctx, c.from)
+			r.by = nil // nobody to tell
+			a.forget(r)
+			if !r.inflight {
+				a.leaveIfQueued(r, false)
+			}
+		}
+	}
+	for _, h := range a.holds {
+		if h.liveness() && !now.Before(h.by.aliveUntil) {
+			reason := fmt.Sprintf("no RenewRequest from the remote owner for %v", a.env.Watchdog)
+			if h.by.suspect {
+				reason = "the remote owner actor stopped or its connection broke, and no RenewRequest came since"
+			}
+			a.abandon(ctx, h, reason)
+		}
+	}
+	a.armAlive()
+}
+
+// abandon releases every hold of a remote owner that stopped proving it
+// is alive, and tells it so if it can be reached.
+func (a *lockActor) abandon(ctx actor.Context, h *hold, reason string) {
+	var token int64
+	for _, g := range h.grants {
+		token = max(token, g.token)
+	}
+	a.tellLost(ctx, h, reason, token)
+	a.watched.unwatch(ctx, h.from())
+	h.by.aliveUntil, h.by.suspect = time.Time{}, false
+	a.releaseAll(h, lostError(reason))
+}

@@ -1,0 +1,278 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// Unit tests of the lock actor's state machine without Redis: a scripted
+// family hands every script call to the test, which answers it when it
+// chooses, so outcomes and messages arrive in the order a test sets up.
+// The real-server tests in ./tests cover the same behaviour against Redis.
+
+// fakeCall is one script call the lock actor made: an attempt or a
+// release (undo) with its arguments; the test answers on out.
+type fakeCall struct {
+	acquire *attemptArgs
+	release *releaseArgs
+	out     chan fakeOutcome
+}
+
+type fakeOutcome struct {
+	grant  scripts.Grant
+	unlock scripts.Unlock
+	err    error
+}
+
+// scriptedFamily is the reentrant lock's policy with scripts the test runs.
+type scriptedFamily struct {
+	reentrant
+	calls chan *fakeCall
+}
+
+func (f *scriptedFamily) call(ctx context.Context, c *fakeCall) (fakeOutcome, error) {
+	c.out = make(chan fakeOutcome, 1)
+	select {
+	case f.calls <- c:
+	case <-ctx.Done():
+		return fakeOutcome{}, ctx.Err()
+	}
+	select {
+	case o := <-c.out:
+		return o, o.err
+	case <-ctx.Done():
+		return fakeOutcome{}, ctx.Err()
+	}
+}
+
+func (f *scriptedFamily) acquire(ctx context.Context, _ scripts.Client, args attemptArgs) (scripts.Grant, error) {
+	o, err := f.call(ctx, &fakeCall{acquire: &args})
+	return o.grant, err
+}
+
+func (f *scriptedFamily) release(ctx context.Context, _ scripts.Client, args releaseArgs) (scripts.Unlock, scripts.Grant, error) {
+	o, err := f.call(ctx, &fakeCall{release: &args})
+	return o.unlock, o.grant, err
+}
+
+type machine struct {
+	t     *testing.T
+	sys   *actor.ActorSystem
+	pid   *actor.PID
+	calls chan *fakeCall
+}
+
+// holderTTL is what a refused attempt reports: long enough that a retry
+// within a few seconds can only come from a wake-up.
+const holderTTL = time.Minute
+
+func newMachine(t *testing.T) *machine {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sink := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})) // router and watchdog
+	env := newEnv(Config{
+		System: sys, RuntimeID: "rt", Watchdog: 30 * time.Second, IdleAfter: time.Hour,
+		CallTimeout: 10 * time.Second, LatchTTL: time.Minute, MaxHandoffs: 10,
+	})
+	env.router, env.renewal = sink, sink
+	calls := make(chan *fakeCall, 8)
+	a := newLockActor(env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+	a.fam = &scriptedFamily{calls: calls}
+	pid := sys.Root.Spawn(props(func() actor.Actor { return a }))
+	t.Cleanup(func() {
+		_ = sys.Root.PoisonFuture(pid).Wait()
+		env.cancelCall()
+		env.calls.Wait()
+		sys.Shutdown()
+	})
+	return &machine{t: t, sys: sys, pid: pid, calls: calls}
+}
+
+// acquire sends an Acquire of owner that waits without a deadline.
+func (m *machine) acquire(id uint64, owner string) chan AcquireResult {
+	reply := make(chan AcquireResult, 2) // room for a second answer, which would be a bug
+	m.sys.Root.Send(m.pid, &Acquire{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, Owner: owner, ID: id, Reply: reply})
+	return reply
+}
+
+// next is the next script call, which must come within wait.
+func (m *machine) next(wait time.Duration) *fakeCall {
+	m.t.Helper()
+	select {
+	case c := <-m.calls:
+		return c
+	case <-time.After(wait):
+		require.FailNow(m.t, "no script call", "within %v", wait)
+		return nil
+	}
+}
+
+// none checks that no script call comes within wait.
+func (m *machine) none(wait time.Duration, why string) {
+	m.t.Helper()
+	select {
+	case c := <-m.calls:
+		require.Failf(m.t, "unexpected script call", "%s: acquire %+v release %+v", why, c.acquire, c.release)
+	case <-time.After(wait):
+	}
+}
+
+func one(t *testing.T, reply chan AcquireResult) AcquireResult {
+	t.Helper()
+	select {
+	case res := <-reply:
+		return res
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "no answer")
+		return AcquireResult{}
+	}
+}
+
+// An unlock message heard while the head's attempt is in flight may tell of
+// an unlock that attempt ran before: the head must try again at once, not
+// wait out the holder's TTL for a free lock.
+func TestLockMachineWakeDuringAttempt(t *testing.T) {
+	m := newMachine(t)
+	reply := m.acquire(1, "o1")
+	c := m.next(5 * time.Second)
+	require.NotNil(t, c.acquire)
+	assert.Equal(t, "o1", c.acquire.Owner)
+
+	// Control: a refusal with no message meanwhile waits for a wake-up.
+	c.out <- fakeOutcome{grant: scripts.Grant{HolderTTL: holderTTL}}
+	m.none(time.Second, "refused and nothing heard: the head waits")
+
+	// The unlock message arrives while the next attempt is in flight.
+	m.sys.Root.Send(m.pid, &Published{Topic: Topic(scripts.LockChannel("n"))})
+	c = m.next(5 * time.Second) // woken by the message
+	require.NotNil(t, c.acquire)
+	// Sent before the outcome is, so the actor handles it first.
+	m.sys.Root.Send(m.pid, &Published{Topic: Topic(scripts.LockChannel("n"))})
+	c.out <- fakeOutcome{grant: scripts.Grant{HolderTTL: holderTTL}}
+
+	c = m.next(5 * time.Second) // the message heard in flight is not lost
+	require.NotNil(t, c.acquire, "another attempt follows the refusal")
+	assert.Equal(t, "o1", c.acquire.Owner)
+	c.out <- fakeOutcome{grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 7}}
+	res := one(t, reply)
+	require.NoError(t, res.Err)
+	assert.Equal(t, int64(7), res.Token)
+	assert.Empty(t, reply, "one answer")
+}
+
+// A grant that comes back after its caller cancelled is undone exactly
+// once (only while the owner's count is the granted one), and the caller
+// gets exactly one answer: ErrCanceled.
+func TestLockMachineGrantAfterCancel(t *testing.T) {
+	m := newMachine(t)
+	reply := m.acquire(1, "o1")
+	c := m.next(5 * time.Second)
+	require.NotNil(t, c.acquire)
+
+	m.sys.Root.Send(m.pid, &Cancel{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, ID: 1})
+	res := one(t, reply)
+	require.ErrorIs(t, res.Err, ErrCanceled)
+
+	c.out <- fakeOutcome{grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 3}}
+	undo := m.next(5 * time.Second)
+	require.NotNil(t, undo.release, "the late grant is given back")
+	assert.Equal(t, "o1", undo.release.Owner)
+	assert.Equal(t, int64(1), undo.release.IfCount, "only while the count is the granted one")
+	assert.Equal(t, int64(1), undo.release.Holds)
+	undo.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}}
+	m.none(time.Second, "undone once")
+	assert.Empty(t, reply, "one answer")
+
+	// Nothing of o1 is held here: another owner's single attempt goes to
+	// Redis instead of being refused locally.
+	try := make(chan AcquireResult, 2)
+	m.sys.Root.Send(m.pid, &Acquire{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, Owner: "o2", ID: 2, TryOnce: true, Reply: try})
+	c = m.next(5 * time.Second)
+	require.NotNil(t, c.acquire)
+	assert.Equal(t, "o2", c.acquire.Owner)
+	c.out <- fakeOutcome{grant: scripts.Grant{HolderTTL: holderTTL}}
+	assert.ErrorIs(t, one(t, try).Err, ErrNotAcquired)
+}
+
+// A cancel that comes after the grant was answered changes nothing: the
+// caller has exactly one answer, the grant, and nothing is undone (giving
+// back a grant the caller received is the caller's side, Held.Unlock).
+func TestLockMachineCancelAfterGrant(t *testing.T) {
+	m := newMachine(t)
+	reply := m.acquire(1, "o1")
+	c := m.next(5 * time.Second)
+	c.out <- fakeOutcome{grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 4}}
+	res := one(t, reply)
+	require.NoError(t, res.Err)
+	assert.Equal(t, int64(4), res.Token)
+
+	m.sys.Root.Send(m.pid, &Cancel{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, ID: 1})
+	m.none(time.Second, "nothing to undo")
+	assert.Empty(t, reply, "one answer")
+
+	// The hold is there: the release runs with the grant's owner.
+	done := make(chan ReleaseResult, 1)
+	m.sys.Root.Send(m.pid, &Release{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, Owner: "o1", ID: 1, RequestID: "r1", Reply: done})
+	rel := m.next(5 * time.Second)
+	require.NotNil(t, rel.release)
+	assert.Equal(t, "o1", rel.release.Owner)
+	assert.Equal(t, int64(-1), rel.release.IfCount, "an unconditional release")
+	rel.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}}
+	select {
+	case r := <-done:
+		assert.NoError(t, r.Err)
+		assert.True(t, r.Released)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "no release answer")
+	}
+}
+
+// A release that hands the lock to the local head in the same script,
+// while that head cancels: the releaser's unlock succeeds, the head gets
+// exactly one answer (ErrCanceled), and the grant the script made for it
+// is undone once.
+func TestLockMachineHandoffAfterCancel(t *testing.T) {
+	m := newMachine(t)
+	held := m.acquire(1, "o1")
+	c := m.next(5 * time.Second)
+	c.out <- fakeOutcome{grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 1}}
+	require.NoError(t, one(t, held).Err)
+
+	waiter := m.acquire(2, "o2")
+	m.none(time.Second, "a local holder rules the waiter out: no attempt")
+
+	done := make(chan ReleaseResult, 1)
+	m.sys.Root.Send(m.pid, &Release{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, Owner: "o1", ID: 1, RequestID: "r1", Reply: done})
+	rel := m.next(5 * time.Second)
+	require.NotNil(t, rel.release)
+	assert.Equal(t, "o1", rel.release.Owner)
+	assert.Equal(t, "o2", rel.release.next.Owner, "the release hands the lock to the local head")
+
+	m.sys.Root.Send(m.pid, &Cancel{Key: LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"}, ID: 2})
+	assert.ErrorIs(t, one(t, waiter).Err, ErrCanceled)
+	rel.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}, grant: scripts.Grant{Acquired: true, HoldCount: 1, Token: 2}}
+	select {
+	case r := <-done:
+		require.NoError(t, r.Err)
+		assert.True(t, r.Released)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "no release answer")
+	}
+
+	undo := m.next(5 * time.Second)
+	require.NotNil(t, undo.release, "the hand-off's grant is given back")
+	assert.Equal(t, "o2", undo.release.Owner)
+	assert.Equal(t, int64(1), undo.release.IfCount)
+	assert.Empty(t, undo.release.next.Owner)
+	undo.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}}
+	m.none(time.Second, "undone once")
+	assert.Empty(t, waiter, "one answer")
+}

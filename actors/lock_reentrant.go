@@ -1,0 +1,82 @@
+package actors
+
+import (
+	"context"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// reentrant is the reentrant lock (Redisson's RLock): one owner at a time,
+// re-entered by its owner, woken by one channel per name. A local holder's
+// last release may hand the lock straight to the local head (HandoffLock),
+// at most MaxHandoffs times in a row.
+type reentrant struct{}
+
+func (reentrant) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs) (scripts.Grant, error) {
+	return scripts.AcquireLock(ctx, rdb, c.AcquireArgs)
+}
+
+func (reentrant) release(ctx context.Context, rdb scripts.Client, c releaseArgs) (scripts.Unlock, scripts.Grant, error) {
+	if c.next.Owner == "" {
+		u, err := scripts.UnlockLock(ctx, rdb, c.UnlockArgs)
+		return u, scripts.Grant{}, err
+	}
+	next := c.next
+	if c.retry {
+		// The first try may have granted next: its count is then 1, not 0.
+		next.Seen = 0
+	}
+	h, err := scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{
+		Name: c.Name, From: c.Owner, RequestID: c.RequestID, LatchTTL: c.LatchTTL, To: next,
+	})
+	return scripts.Unlock{State: h.Released}, h.Next, err
+}
+
+func (reentrant) force(ctx context.Context, rdb scripts.Client, name string, _ bool) (bool, error) {
+	return scripts.ForceUnlockLock(ctx, rdb, name)
+}
+
+func (reentrant) blocked(holds map[string]*hold, r *request) bool { return heldByOther(holds, r) }
+
+func (reentrant) upgrade(*hold, *request) bool { return false }
+
+// handsTo: the owner's last release goes straight to the head, MaxHandoffs
+// times in a row at most, then publicly so that other processes get a turn.
+func (reentrant) handsTo(a *lockActor, _ *request) bool { return a.handoffs < a.env.MaxHandoffs }
+
+func (reentrant) wantTopic(a *lockActor) Topic {
+	if !a.contended {
+		return ""
+	}
+	return Topic(scripts.LockChannel(a.key.Name))
+}
+
+func (reentrant) queues() bool { return false }
+func (reentrant) shares() bool { return false }
+
+func (reentrant) releasedPublicly(a *lockActor, heard int64) {
+	a.handoffs = 0
+	a.afterPublicRelease(heard)
+}
+
+// unheld: Redis still counts holds of the owner, at least one.
+func (reentrant) unheld(h *hold, n int64, _ bool) bool {
+	h.count = max(h.count-n, 1)
+	return false
+}
+
+func (reentrant) forceEnds(*hold, bool) bool { return true }
+
+// allHolds: the whole count, at least one (a departed owner's count may not
+// be known here; the script releases whatever it has).
+func (reentrant) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
+
+// heldByOther reports whether an owner other than r's holds the lock here.
+func heldByOther(holds map[string]*hold, r *request) bool {
+	for owner := range holds {
+		if owner != r.owner {
+			return true
+		}
+	}
+	return false
+}

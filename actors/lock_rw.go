@@ -1,0 +1,97 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// readWrite is the read-write lock (Redisson's RReadWriteLock). One actor
+// serves both sides of a name. Readers share the lock; a writer excludes
+// everyone else. The write owner may also read (a downgrade: releasing the
+// write leaves its read holds); a reader may not take the write side (an
+// upgrade would wait for its own read forever), so that is refused rather
+// than deadlocked. A release wakes the local waiters instead of handing
+// the lock to one.
+type readWrite struct{}
+
+func (readWrite) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs) (scripts.Grant, error) {
+	if c.write {
+		return scripts.AcquireWrite(ctx, rdb, c.AcquireArgs)
+	}
+	return scripts.AcquireRead(ctx, rdb, c.AcquireArgs)
+}
+
+func (readWrite) release(ctx context.Context, rdb scripts.Client, c releaseArgs) (u scripts.Unlock, _ scripts.Grant, err error) {
+	if c.write {
+		u, err = scripts.UnlockWrite(ctx, rdb, c.UnlockArgs)
+	} else {
+		u, err = scripts.UnlockRead(ctx, rdb, c.UnlockArgs)
+	}
+	return u, scripts.Grant{}, err
+}
+
+func (readWrite) force(ctx context.Context, rdb scripts.Client, name string, write bool) (bool, error) {
+	return scripts.ForceUnlockRW(ctx, rdb, name, write)
+}
+
+// blocked: any write hold of another owner keeps a reader out; any hold
+// of another owner, or the owner's own read holds (an upgrade), a writer.
+func (readWrite) blocked(holds map[string]*hold, r *request) bool {
+	for owner, h := range holds {
+		switch {
+		case owner == r.owner:
+			if r.write() && h.writes == 0 && h.count > 0 {
+				return true
+			}
+		case r.write() || h.writes > 0:
+			return true
+		}
+	}
+	return false
+}
+
+// upgrade reports whether r asks for the write side that its owner (h)
+// holds only for reading.
+func (readWrite) upgrade(h *hold, r *request) bool {
+	return r.write() && h != nil && h.writes == 0 && h.count > 0
+}
+
+func (readWrite) handsTo(*lockActor, *request) bool { return false }
+
+func (readWrite) wantTopic(a *lockActor) Topic {
+	if !a.contended {
+		return ""
+	}
+	return Topic(scripts.RWChannel(a.key.Name))
+}
+
+func (readWrite) queues() bool { return false }
+func (readWrite) shares() bool { return true }
+
+func (readWrite) releasedPublicly(a *lockActor, heard int64) {
+	a.handoffs = 0
+	a.afterPublicRelease(heard)
+}
+
+// unheld: the side released loses n holds; after a write, local readers
+// may share what it left.
+func (readWrite) unheld(h *hold, n int64, write bool) bool {
+	if write {
+		h.writes = max(h.writes-n, 0)
+		return true
+	}
+	h.count = max(h.count-n, 0)
+	return false
+}
+
+// forceEnds: a forced write unlock ends the write hold, a forced read
+// unlock the read holds.
+func (readWrite) forceEnds(h *hold, write bool) bool { return (h.writes > 0) == write }
+
+func (readWrite) allHolds(h *hold) (reads, writes int64) { return h.count, h.writes }
+
+func upgradeError() error {
+	return fmt.Errorf("%w: %w", ErrNotAcquired, ErrUpgrade)
+}

@@ -1,0 +1,347 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// step is one Lua call of the lock actor: an attempt, a release, an undo,
+// a fair waiter leaving the queue, a forced unlock. At most one is in
+// flight. Its script runs off the actor (Env.goCall), re-attempted while
+// its outcome is unknown, and its outcome comes back as a *stepDone that
+// the step applies on the actor.
+type step interface {
+	// start runs on the actor when the step's turn comes: it checks that
+	// the step is still wanted and returns its script call, which has
+	// captured all it needs; nil: nothing to run.
+	start(a *lockActor, ctx actor.Context) scriptCall
+	// apply applies the outcome on the actor.
+	apply(a *lockActor, ctx actor.Context, d *stepDone)
+}
+
+// scriptCall runs a step's script; retry is set on a re-attempt after an
+// unknown outcome. It writes its outcome into its step, which the actor
+// reads only once the stepDone arrives.
+type scriptCall func(ctx context.Context, retry bool) error
+
+// stepDone is the outcome of a step's script.
+type stepDone struct {
+	step   step
+	sentAt time.Time // when the last try was sent
+	err    error
+}
+
+// stepDue is a step to run first, after a pause (runLater).
+type stepDue struct{ step step }
+
+// attemptArgs and releaseArgs are what a family's scripts take.
+type (
+	attemptArgs struct {
+		scripts.AcquireArgs
+		write   bool
+		enqueue bool          // fair: join the Redis queue if refused
+		wait    time.Duration // fair: how long a place is kept
+	}
+	releaseArgs struct {
+		scripts.UnlockArgs
+		write bool
+		next  scripts.AcquireArgs // the waiter a release hands to; Owner "": none
+		wait  time.Duration
+		retry bool
+	}
+)
+
+// run starts s and, if it has a script, puts it in flight.
+func (a *lockActor) run(ctx actor.Context, s step) {
+	call := s.start(a, ctx)
+	if call == nil {
+		return
+	}
+	a.inflight = s
+	a.env.goCall(a.self, func(ctx context.Context) any {
+		d := &stepDone{step: s}
+		d.err = retryUnknown(ctx, func(ctx context.Context, attempt int) error {
+			d.sentAt = time.Now()
+			return call(ctx, attempt > 0)
+		})
+		return d
+	})
+}
+
+// ---- attempt ---------------------------------------------------------------
+
+type attemptStep struct {
+	req   *request
+	seen  int64  // the owner's count when it started
+	wakes uint64 // lockActor.wakes when it started
+
+	grant scripts.Grant // outcome
+	acked int64         // replicas that confirmed it (-1: not asked)
+}
+
+func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
+	r := s.req
+	if r.answered {
+		return nil
+	}
+	if a.givingBackFor(r.owner) {
+		a.parked = append(a.parked, s)
+		return nil
+	}
+	h := a.holds[r.owner]
+	if h == nil && r.tryOnce && a.fam.blocked(a.holds, r) {
+		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
+		return nil
+	}
+	if h != nil {
+		s.seen = h.counted(r.write())
+	}
+	s.wakes = a.wakes
+	r.inflight = true
+	args := attemptArgs{
+		AcquireArgs: scripts.AcquireArgs{
+			Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
+		},
+		write: r.write(), enqueue: !r.tryOnce, wait: a.env.FairWait,
+	}
+	env, fam, seen := a.env, a.fam, s.seen
+	return func(ctx context.Context, retry bool) (err error) {
+		// A re-attempt tells the script the count seen, so the hold is
+		// not counted twice.
+		if retry {
+			args.Seen = seen
+		}
+		rdb, ack := env.scriptClient()
+		s.grant, err = fam.acquire(ctx, rdb, args)
+		s.acked = ack()
+		return err
+	}
+}
+
+func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
+	s.req.inflight = false
+	a.attempted(ctx, s, d)
+}
+
+// ---- release ---------------------------------------------------------------
+
+type releaseStep struct {
+	owner     string
+	write     bool
+	grant     *grant // the acquisition released; nil: holds of a departed owner
+	holds     int64
+	requestID string // unlock latch id
+	reply     func(ReleaseResult)
+	next      *request // the waiter the lock is handed to, if any
+
+	unlock scripts.Unlock // outcome
+	handed scripts.Grant  // next's grant
+	acked  int64
+}
+
+func (s *releaseStep) answer(res ReleaseResult) {
+	if s.reply != nil {
+		s.reply(res)
+	}
+}
+
+func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
+	h := a.holds[s.owner]
+	if h == nil && s.grant != nil {
+		s.answer(ReleaseResult{Err: lostError("the hold ended before this unlock")})
+		return nil
+	}
+	s.next = a.releaseTarget(h, s)
+	if s.next != nil {
+		s.next.inflight = true
+	}
+	return s.call(a)
+}
+
+// call is the release's script (also run by stop, with nobody to answer).
+func (s *releaseStep) call(a *lockActor) scriptCall {
+	args := releaseArgs{
+		UnlockArgs: scripts.UnlockArgs{
+			Name: a.key.Name, Owner: s.owner, RequestID: s.requestID, Holds: s.holds, IfCount: -1, LatchTTL: a.env.LatchTTL,
+		},
+		write: s.write, wait: a.env.FairWait,
+	}
+	if r := s.next; r != nil {
+		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
+	}
+	env, fam := a.env, a.fam
+	return func(ctx context.Context, retry bool) (err error) {
+		rdb, ack := env.scriptClient()
+		args.retry = retry
+		s.unlock, s.handed, err = fam.release(ctx, rdb, args)
+		s.acked = ack()
+		return err
+	}
+}
+
+func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
+	if s.next != nil {
+		s.next.inflight = false
+	}
+	a.released(ctx, s, d)
+}
+
+// releaseTarget is the local waiter a release may hand the lock to in the
+// same script, or nil: only when the owner releases its last hold, and to
+// the head the family allows (handsTo).
+func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
+	if s.grant == nil || h == nil || h.count != 1 || a.queue.waiting() == 0 {
+		return nil
+	}
+	next := a.front()
+	if next.inflight || next.owner == s.owner || !a.fam.handsTo(a, next) {
+		return nil
+	}
+	return next
+}
+
+// ---- undo ------------------------------------------------------------------
+
+// undoStep gives back holds of owner that nobody may use, only while Redis
+// counts exactly ifCount of them, so a newer hold is never touched.
+type undoStep struct {
+	owner     string
+	write     bool
+	holds     int64 // 0 means 1
+	ifCount   int64
+	giveBack  bool // of a hold nobody may use (giveback.go)
+	requestID string
+	giveUpAt  time.Time
+
+	unlock scripts.Unlock // outcome
+}
+
+func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
+	args := releaseArgs{
+		UnlockArgs: scripts.UnlockArgs{
+			Name: a.key.Name, Owner: s.owner, RequestID: s.requestID, Holds: max(s.holds, 1), IfCount: s.ifCount, LatchTTL: a.env.LatchTTL,
+		},
+		write: s.write, wait: a.env.FairWait,
+	}
+	env, fam := a.env, a.fam
+	return func(ctx context.Context, retry bool) (err error) {
+		rdb, _ := env.scriptClient()
+		args.retry = retry
+		s.unlock, _, err = fam.release(ctx, rdb, args)
+		return err
+	}
+}
+
+func (s *undoStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
+	if d.err != nil && a.retryLater(s, s.giveUpAt) {
+		return
+	}
+	if s.giveBack {
+		a.gaveBack(s.owner)
+	}
+	if d.err == nil && s.unlock.State == scripts.Released {
+		a.headReady = true
+	}
+}
+
+// undo gives back a hold of owner taken by an attempt whose caller is gone
+// or whose outcome is unknown, but only while the owner's count is ifCount,
+// so a newer hold is never touched. It runs before anything else.
+func (a *lockActor) undo(owner string, write bool, ifCount int64) {
+	a.first(&undoStep{
+		owner: owner, write: write, ifCount: ifCount,
+		requestID: a.env.NewRequestID(),
+		giveUpAt:  time.Now().Add(a.env.Watchdog + a.env.CallTimeout),
+	})
+}
+
+// ---- leave (fair lock) -------------------------------------------------------
+
+type leaveStep struct {
+	owner    string
+	giveUpAt time.Time
+}
+
+func (s *leaveStep) start(a *lockActor, _ actor.Context) scriptCall {
+	rdb, name, owner, wait := a.env.Redis, a.key.Name, s.owner, a.env.FairWait
+	return func(ctx context.Context, _ bool) error {
+		_, err := scripts.LeaveFair(ctx, rdb, name, owner, wait)
+		return err
+	}
+}
+
+func (s *leaveStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
+	if d.err != nil {
+		a.retryLater(s, s.giveUpAt)
+	}
+}
+
+// leaveIfQueued takes an abandoned fair waiter out of the Redis queue (if it
+// may have joined it), so that nobody waits behind a place nobody will take.
+// Not while another request of the same owner still waits: the owner has
+// one place.
+func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) {
+	if !a.fam.queues() || r.left || !(r.enqueued || mayHaveJoined) {
+		return
+	}
+	for _, p := range a.queue.pending {
+		if p.owner == r.owner {
+			return
+		}
+	}
+	r.left = true
+	a.first(&leaveStep{owner: r.owner, giveUpAt: time.Now().Add(a.env.FairWait + a.env.CallTimeout)})
+}
+
+// ---- force -------------------------------------------------------------------
+
+type forceStep struct {
+	write bool
+	reply chan<- ForceUnlockResult
+
+	deleted bool // outcome: a lock was deleted
+}
+
+func (s *forceStep) start(a *lockActor, _ actor.Context) scriptCall {
+	rdb, name, fam, write := a.env.Redis, a.key.Name, a.fam, s.write
+	return func(ctx context.Context, _ bool) (err error) {
+		s.deleted, err = fam.force(ctx, rdb, name, write)
+		return err
+	}
+}
+
+func (s *forceStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
+	a.forced(ctx, s, d.err)
+}
+
+// ---- order -------------------------------------------------------------------
+
+// first queues s before every other step waiting to run.
+func (a *lockActor) first(s step) {
+	a.steps = append(a.steps, nil)
+	copy(a.steps[1:], a.steps)
+	a.steps[0] = s
+}
+
+// retryLater re-runs an undo or leave that Redis did not answer, until the
+// hold or queue place would have expired anyway (giveUpAt): nobody renews
+// it, so its lease (or the fair wait) bounds what an unreachable Redis
+// costs. Closing does not wait that long. It reports whether s will run
+// again.
+func (a *lockActor) retryLater(s step, giveUpAt time.Time) bool {
+	if time.Now().Before(giveUpAt) && !a.draining {
+		a.runLater(100*time.Millisecond, s)
+		return true
+	}
+	return false
+}
+
+// runLater runs s first after pause. The actor is not idle meanwhile.
+func (a *lockActor) runLater(pause time.Duration, s step) {
+	a.due++
+	a.timers.SendOnce(pause, a.self, &stepDue{step: s})
+}
