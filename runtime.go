@@ -20,7 +20,8 @@ import (
 	"github.com/actorlock/actorlock/messages"
 )
 
-const maxOwnerBytes = actors.MaxOwnerBytes
+// maxOwnerBytes bounds the owner id of a Go handle (WithOwner).
+const maxOwnerBytes = 1 << 10
 
 // Runtime is one process's access to one Redis deployment: it owns the
 // actors that serve every lock of the process. It is safe for concurrent use.

@@ -26,7 +26,7 @@ const takeRound = time.Second
 // given back to the head of the list, never dropped.
 type queueActor struct {
 	env    *Env
-	key    SvcKey
+	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 	idle   idleness
@@ -62,7 +62,7 @@ type (
 	takeDeadline struct{ r *takeReq }
 )
 
-func newQueueActor(env *Env, key SvcKey) *queueActor {
+func newQueueActor(env *Env, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
