@@ -27,6 +27,14 @@ func (e *Env) push(ctx context.Context, name string, value []byte, requestID str
 	return nil
 }
 
+// giveBack puts v back at the head of list name (an item popped for a
+// taker that has gone); requestID marks it.
+func (e *Env) giveBack(ctx context.Context, name string, v []byte, requestID string) error {
+	return retryUnknown(ctx, func(ctx context.Context, _ int) error {
+		return scripts.GiveBack(ctx, e.Redis, name, v, requestID, e.CallTimeout)
+	})
+}
+
 // offerDelayed stores a delayed item: the script is idempotent on the
 // member's random id (and a marker covers items that could be moved out
 // before a re-attempt), so an offer takes effect exactly once. go-redis

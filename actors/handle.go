@@ -28,7 +28,7 @@ func (h *Handle) CallTimeout() time.Duration { return h.env.CallTimeout }
 // name.
 func marked[T any](ctx context.Context, h *Handle, what, name string, call func(context.Context, scripts.Marked) (T, error)) (T, error) {
 	env := h.env
-	ctx, cancel := context.WithTimeout(ctx, env.CallTimeout)
+	ctx, cancel := h.bounded(ctx)
 	defer cancel()
 	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
 	var res T
@@ -56,6 +56,11 @@ func fail(what, name string, err error) error {
 	return fmt.Errorf("actorlock: %s %q: %w", what, name, err)
 }
 
+// bounded bounds a call by the call timeout.
+func (h *Handle) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, h.env.CallTimeout)
+}
+
 // detached bounds giving back what a caller who has gone obtained: it must
 // complete even though the caller's context has ended.
 func (h *Handle) detached(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -64,7 +69,7 @@ func (h *Handle) detached(ctx context.Context) (context.Context, context.CancelF
 
 // Push appends payload to list name, exactly once.
 func (h *Handle) Push(ctx context.Context, name string, payload []byte) error {
-	ctx, cancel := context.WithTimeout(ctx, h.env.CallTimeout)
+	ctx, cancel := h.bounded(ctx)
 	defer cancel()
 	return h.env.push(ctx, name, payload, h.env.NewRequestID())
 }
@@ -88,11 +93,7 @@ type popped struct {
 func (h *Handle) GiveBackItem(ctx context.Context, name string, v []byte) {
 	ctx, cancel := h.detached(ctx)
 	defer cancel()
-	id := h.env.NewRequestID()
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		return scripts.GiveBack(ctx, h.env.Redis, name, v, id, h.env.CallTimeout)
-	})
-	if err != nil {
+	if err := h.env.giveBack(ctx, name, v, h.env.NewRequestID()); err != nil {
 		h.env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", name, "error", err)
 	}
 }
@@ -108,7 +109,7 @@ func (h *Handle) Len(ctx context.Context, name string) (int64, error) {
 // exactly once.
 func (h *Handle) OfferDelayed(ctx context.Context, name string, payload []byte, delay time.Duration) error {
 	env := h.env
-	ctx, cancel := context.WithTimeout(ctx, env.CallTimeout)
+	ctx, cancel := h.bounded(ctx)
 	defer cancel()
 	return env.offerDelayed(ctx, scripts.OfferArgs{
 		Name: name, Member: scripts.DelayMember(randomID(), payload), Delay: delay,
@@ -179,7 +180,7 @@ func (h *Handle) DrainPermits(ctx context.Context, name string) (int64, error) {
 
 // ReleasePermits gives n permits back to semaphore name, exactly once.
 func (h *Handle) ReleasePermits(ctx context.Context, name string, n int64) error {
-	ctx, cancel := context.WithTimeout(ctx, h.env.CallTimeout)
+	ctx, cancel := h.bounded(ctx)
 	defer cancel()
 	return h.env.releasePermits(ctx, name, n, scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout})
 }
@@ -188,7 +189,7 @@ func (h *Handle) ReleasePermits(ctx context.Context, name string, n int64) error
 // ErrPermitExpired if any was not held, ErrInvalidArgument (releasing
 // nothing) for a malformed id.
 func (h *Handle) ReleasePermit(ctx context.Context, name string, ids []string) error {
-	ctx, cancel := context.WithTimeout(ctx, h.env.CallTimeout)
+	ctx, cancel := h.bounded(ctx)
 	defer cancel()
 	return h.env.releasePermit(ctx, name, ids, scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout})
 }
@@ -217,7 +218,7 @@ func (h *Handle) UpdatePermitLease(ctx context.Context, name, id string, lease t
 	if err := ValidatePermitIDs([]string{id}); err != nil {
 		return false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, h.env.CallTimeout)
+	ctx, cancel := h.bounded(ctx)
 	defer cancel()
 	return once(ctx, "semaphore update lease", name, func(ctx context.Context) (bool, error) {
 		_, held, err := scripts.UpdatePermitLease(ctx, h.env.Redis, name, id, lease)

@@ -230,10 +230,7 @@ func giveBack(ctx context.Context, env *Env, name string, v []byte) {
 	env.goCall(nil, func(context.Context) any {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
 		defer cancel()
-		err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-			return scripts.GiveBack(ctx, env.Redis, name, v, reqID, env.CallTimeout)
-		})
-		if err != nil {
+		if err := env.giveBack(ctx, name, v, reqID); err != nil {
 			env.Log.Error("actorlock: could not give back an item nobody took", "queue", name, "error", err)
 		}
 		return nil
