@@ -19,26 +19,19 @@ import (
 // first (the extension may still take effect). Lease keeps reporting the
 // lease first granted.
 func (h *Held) Extend(ctx context.Context, d time.Duration) error {
-	switch {
-	case ctx == nil:
-		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
-	case d <= 0:
+	if d <= 0 {
 		return fmt.Errorf("%w: extension %v is not positive", ErrInvalidArgument, d)
 	}
 	h.mu.Lock()
-	unlocked := h.unlocked
+	err := h.check(ctx)
 	h.mu.Unlock()
-	rt := h.lock.rt
 	switch {
-	case unlocked:
-		return ErrUnlocked
-	case h.Err() != nil:
-		return h.Err()
-	case rt.closed.Load():
-		return ErrClosed
+	case err != nil:
+		return err
 	case ctx.Err() != nil:
 		return ctxError(ctx)
 	}
+	rt := h.lock.rt
 	reply := make(chan error, 1)
 	rt.send(&actors.Extend{Key: h.lock.key, Owner: h.owner, ID: h.id, Lease: d, Reply: reply})
 	select {

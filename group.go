@@ -43,7 +43,7 @@ func newGroupHeld(acquireCtx context.Context, members []*Held, quorum int, valid
 	g := &GroupHeld{members: members, ctx: ctx, end: end}
 	if !validUntil.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, validUntil, lostError(what+": its validity time ran out"))
+		ctx, cancel = context.WithDeadlineCause(ctx, validUntil, fmt.Errorf("%w: %s: its validity time ran out", ErrLost, what))
 		g.ctx = ctx
 		g.stops = append(g.stops, func() bool { cancel(); return true })
 	}
@@ -58,8 +58,6 @@ func newGroupHeld(acquireCtx context.Context, members []*Held, quorum int, valid
 	}
 	return g
 }
-
-func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }
 
 // Members are the member acquisitions (a RedLock: those that succeeded).
 func (g *GroupHeld) Members() []*Held { return slices.Clone(g.members) }

@@ -3,6 +3,7 @@ package actorlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -70,24 +71,12 @@ func (h *Held) Context() context.Context { return h.ctx }
 // (then call Unlock again: a retry cannot release twice). If ctx ends first,
 // Unlock returns ctx's error and the release still completes.
 func (h *Held) Unlock(ctx context.Context) error {
-	if ctx == nil {
-		return ErrInvalidArgument
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.unlocked {
-		return ErrUnlocked
-	}
-	if err := h.Err(); err != nil {
-		if errors.Is(err, ErrUnlocked) {
-			h.unlocked = true
-		}
+	if err := h.check(ctx); err != nil {
 		return err
 	}
 	rt := h.lock.rt
-	if rt.closed.Load() {
-		return ErrClosed
-	}
 	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
 		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply}
 	}, nil, nil)
@@ -98,4 +87,26 @@ func (h *Held) Unlock(ctx context.Context) error {
 		h.unlocked = true
 	}
 	return err
+}
+
+// check reports what makes a call of the hold impossible before anything
+// is sent (h.mu held): a nil ctx, an Unlock already done, the hold ended
+// (lost, or closed), the runtime closed.
+func (h *Held) check(ctx context.Context) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
+	}
+	if h.unlocked {
+		return ErrUnlocked
+	}
+	if err := h.Err(); err != nil {
+		if errors.Is(err, ErrUnlocked) {
+			h.unlocked = true
+		}
+		return err
+	}
+	if h.lock.rt.closed.Load() {
+		return ErrClosed
+	}
+	return nil
 }

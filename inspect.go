@@ -111,7 +111,7 @@ func (l *Lock) Waiters(ctx context.Context) ([]Waiter, error) {
 }
 
 func (l *Lock) read(ctx context.Context, kind inspect.Kind) (*inspect.Object, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.rt.actors.Env().CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, l.rt.actors.CallTimeout())
 	defer cancel()
 	return wrongKind(inspect.Read(ctx, l.rt.rdb, l.key.Name, kind, 0))
 }
@@ -141,9 +141,9 @@ func (s *PermitExpirableSemaphore) Holders(ctx context.Context) ([]PermitHolder,
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.bounded(ctx)
+	ctx, cancel := context.WithTimeout(ctx, s.rt.actors.CallTimeout())
 	defer cancel()
-	o, err := wrongKind(inspect.Read(ctx, s.env().Redis, s.name, inspect.ExpirableSemaphore, 0))
+	o, err := wrongKind(inspect.Read(ctx, s.rt.rdb, s.name, inspect.ExpirableSemaphore, 0))
 	if err != nil {
 		return nil, s.fail("semaphore holders", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/actorlock/actorlock/actors"
-	"github.com/actorlock/actorlock/scripts"
 )
 
 // CountDownLatch is a handle on a count-down latch (Redisson's
@@ -15,12 +14,12 @@ import (
 // on redisson_countdownlatch__channel__{name}, and re-read the count after
 // every pub/sub reconnect and at least every second, so a lost message never
 // leaves one hanging. It is safe for concurrent use.
-type CountDownLatch struct{ object }
+type CountDownLatch struct{ primitive }
 
 // CountDownLatch returns a handle on latch name. A bad name is reported by
 // the handle's methods as ErrInvalidArgument.
 func (rt *Runtime) CountDownLatch(name string) *CountDownLatch {
-	return &CountDownLatch{object: rt.object(name)}
+	return &CountDownLatch{primitive: rt.primitive(name)}
 }
 
 // TrySetCount sets the count if the latch has none (it is zero), and
@@ -32,19 +31,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, er
 	if count < 1 {
 		return false, fmt.Errorf("%w: count %d is not positive", ErrInvalidArgument, count)
 	}
-	env := l.env()
-	ctx, cancel := l.bounded(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	var set bool
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		set, err = scripts.TrySetLatchCount(ctx, env.Redis, l.name, count, mark)
-		return err
-	})
-	if err != nil {
-		return false, l.fail("latch set count", err)
-	}
-	return set, nil
+	return l.redis().TrySetLatchCount(ctx, l.name, count)
 }
 
 // CountDown decrements the count; at zero the latch is deleted and awaiters
@@ -54,18 +41,7 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 	if err := l.check(ctx); err != nil {
 		return err
 	}
-	env := l.env()
-	ctx, cancel := l.bounded(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.CountDownLatch(ctx, env.Redis, l.name, mark)
-		return err
-	})
-	if err != nil {
-		return l.fail("latch count down", err)
-	}
-	return nil
+	return l.redis().CountDown(ctx, l.name)
 }
 
 // Count is the current count (0 when the latch is not set).
@@ -73,14 +49,7 @@ func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
 	if err := l.check(ctx); err != nil {
 		return 0, err
 	}
-	n, err := l.env().Redis.Get(ctx, l.name).Int64()
-	if scripts.IsNil(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, l.fail("latch count", err)
-	}
-	return n, nil
+	return l.redis().Count(ctx, "latch count", l.name)
 }
 
 // Await returns nil once the count is zero, ctx's error when ctx ends first
@@ -109,17 +78,5 @@ func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	if err := l.check(ctx); err != nil {
 		return false, err
 	}
-	env := l.env()
-	ctx, cancel := l.bounded(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	var existed bool
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		existed, err = scripts.DeleteLatch(ctx, env.Redis, l.name, mark)
-		return err
-	})
-	if err != nil {
-		return false, l.fail("latch delete", err)
-	}
-	return existed, nil
+	return l.redis().DeleteLatch(ctx, l.name)
 }

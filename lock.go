@@ -90,48 +90,55 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 	if try && ac.waitSet {
 		return nil, fmt.Errorf("%w: TryAcquire makes one attempt; use Acquire with WaitTime to wait", ErrInvalidArgument)
 	}
-	rt := l.rt
-	id := rt.acquire.Add(1)
 	owner := l.ownerIn(ctx)
 	if owner == "" {
-		owner = rt.newOwner()
+		owner = l.rt.newOwner()
 	}
 	// The Held's context keeps ctx's values but not its cancellation: it
 	// ends when the hold does. It names the owner, for re-entries.
 	heldCtx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), l.holdKey(), owner))
+	cmd := l.acquireCommand(ac, try, owner, end)
+	res, err := ask(ctx, l.rt, l.rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
+		&actors.Cancel{Key: l.key, ID: cmd.ID}, func(won actors.AcquireResult) { l.giveBack(won, cmd) })
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		end(err)
+		if errors.Is(err, ErrNotAcquired) {
+			err = fmt.Errorf("%w: %q", err, l.key.Name)
+		}
+		return nil, err
+	}
+	return &Held{
+		lock: l, owner: owner, id: cmd.ID, token: res.Token, lease: res.HolderTTL,
+		ctx: heldCtx, end: end, unlockID: l.rt.actors.NewRequestID(),
+	}, nil
+}
+
+// acquireCommand is the request of one acquisition by owner.
+func (l *Lock) acquireCommand(ac acquireConfig, try bool, owner string, end context.CancelCauseFunc) *actors.Acquire {
 	cmd := &actors.Acquire{
-		Key: l.key, Owner: owner, ID: id, Lease: ac.lease,
+		Key: l.key, Owner: owner, ID: l.rt.acquire.Add(1), Lease: ac.lease,
 		TryOnce: try || (ac.waitSet && ac.wait == 0), End: end,
 	}
 	if ac.waitSet && ac.wait > 0 {
 		cmd.Deadline = time.Now().Add(ac.wait)
 	}
-	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
-		&actors.Cancel{Key: l.key, ID: id},
-		func(won actors.AcquireResult) {
-			// Released before returning, so that the caller, told it holds
-			// nothing, finds the lock free.
-			if won.Err == nil {
-				_, _ = ask(context.Background(), rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-					return &actors.Release{Key: l.key, Owner: owner, ID: id, RequestID: rt.actors.NewRequestID(), Reply: reply}
-				}, nil, nil)
-			}
-		})
-	if err != nil {
-		end(err)
-		return nil, err
+	return cmd
+}
+
+// giveBack releases a grant that won the race with its cancel, before
+// Acquire returns, so that the caller, told it holds nothing, finds the lock
+// free.
+func (l *Lock) giveBack(won actors.AcquireResult, cmd *actors.Acquire) {
+	if won.Err != nil {
+		return
 	}
-	if res.Err != nil {
-		end(res.Err)
-		if errors.Is(res.Err, ErrNotAcquired) {
-			return nil, fmt.Errorf("%w: %q", res.Err, l.key.Name)
-		}
-		return nil, res.Err
-	}
-	return &Held{
-		lock: l, owner: owner, id: id, token: res.Token, lease: res.HolderTTL,
-		ctx: heldCtx, end: end, unlockID: rt.actors.NewRequestID(),
-	}, nil
+	rt := l.rt
+	_, _ = ask(context.Background(), rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
+		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Reply: reply}
+	}, nil, nil)
 }
 
 // check reports what makes a call impossible before anything is sent.

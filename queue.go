@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
-	"github.com/actorlock/actorlock/scripts"
 )
 
 // DelayedQueue is a handle on the delayed queue in front of the list name
@@ -23,7 +22,7 @@ import (
 // processes may run at once: each item is moved exactly once. Close a handle
 // you no longer need. It is safe for concurrent use.
 type DelayedQueue struct {
-	object
+	primitive
 	closeOnce sync.Once
 	closed    bool
 	mu        sync.Mutex
@@ -33,7 +32,7 @@ type DelayedQueue struct {
 // its mover in this runtime. A bad name is reported by the handle's methods
 // as ErrInvalidArgument.
 func (rt *Runtime) DelayedQueue(name string) *DelayedQueue {
-	q := &DelayedQueue{object: rt.object(name)}
+	q := &DelayedQueue{primitive: rt.primitive(name)}
 	if q.err == nil && !rt.closed.Load() {
 		q.send(&actors.DelayedOpen{Name: q.name})
 	}
@@ -62,7 +61,7 @@ func (q *DelayedQueue) check(ctx context.Context) error {
 	if closed {
 		return fmt.Errorf("%w: the delayed queue handle is closed", ErrClosed)
 	}
-	return q.object.check(ctx)
+	return q.primitive.check(ctx)
 }
 
 // Offer stores payload, to be moved into the list after delay (0: as soon
@@ -77,13 +76,7 @@ func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Dur
 	if err := nonNegative("delay", delay); err != nil {
 		return err
 	}
-	env := q.env()
-	ctx, cancel := q.bounded(ctx)
-	defer cancel()
-	return actors.OfferDelayed(ctx, env, scripts.OfferArgs{
-		Name: q.name, Member: actors.NewDelayMember(payload), Delay: delay,
-		RequestID: env.NewRequestID(), MarkerTTL: env.CallTimeout,
-	})
+	return q.redis().OfferDelayed(ctx, q.name, payload, delay)
 }
 
 // Len is how many items are waiting to be due.
@@ -91,11 +84,7 @@ func (q *DelayedQueue) Len(ctx context.Context) (int64, error) {
 	if err := q.check(ctx); err != nil {
 		return 0, err
 	}
-	n, err := q.env().Redis.LLen(ctx, scripts.DelayQueueKey(q.name)).Result()
-	if err != nil {
-		return 0, q.fail("delayed queue length", err)
-	}
-	return n, nil
+	return q.redis().DelayedLen(ctx, q.name)
 }
 
 // Contains reports whether an item equal to payload is waiting to be due.
@@ -103,11 +92,7 @@ func (q *DelayedQueue) Contains(ctx context.Context, payload []byte) (bool, erro
 	if err := q.check(ctx); err != nil {
 		return false, err
 	}
-	ok, err := scripts.ContainsDelayed(ctx, q.env().Redis, q.name, payload)
-	if err != nil {
-		return false, q.fail("delayed queue contains", err)
-	}
-	return ok, nil
+	return q.redis().ContainsDelayed(ctx, q.name, payload)
 }
 
 // Remove removes the oldest waiting item equal to payload, so it is never
@@ -116,19 +101,7 @@ func (q *DelayedQueue) Remove(ctx context.Context, payload []byte) (bool, error)
 	if err := q.check(ctx); err != nil {
 		return false, err
 	}
-	env := q.env()
-	ctx, cancel := q.bounded(ctx)
-	defer cancel()
-	id := env.NewRequestID()
-	var removed bool
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		removed, err = scripts.RemoveDelayed(ctx, env.Redis, q.name, payload, id, env.CallTimeout)
-		return err
-	})
-	if err != nil {
-		return false, q.fail("delayed queue remove", err)
-	}
-	return removed, nil
+	return q.redis().RemoveDelayed(ctx, q.name, payload)
 }
 
 // Poll takes the oldest waiting item (insertion order), due or not, so it
@@ -138,11 +111,7 @@ func (q *DelayedQueue) Poll(ctx context.Context) (payload []byte, ok bool, err e
 	if err := q.check(ctx); err != nil {
 		return nil, false, err
 	}
-	payload, ok, err = scripts.PollDelayed(ctx, q.env().Redis, q.name)
-	if err != nil {
-		return nil, false, q.fail("delayed queue poll", err)
-	}
-	return payload, ok, nil
+	return q.redis().PollDelayed(ctx, q.name)
 }
 
 // Clear removes every waiting item. Items already moved into the list stay
@@ -151,23 +120,19 @@ func (q *DelayedQueue) Clear(ctx context.Context) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
-	err := q.env().Redis.Del(ctx, scripts.DelayTimeoutKey(q.name), scripts.DelayQueueKey(q.name)).Err()
-	if err != nil {
-		return q.fail("delayed queue clear", err)
-	}
-	return nil
+	return q.redis().ClearDelayed(ctx, q.name)
 }
 
 // BlockingQueue is a handle on the list name used as a FIFO queue
 // (Redisson's RBlockingQueue): Offer appends, Poll and Take take the head.
 // Several processes may take from one queue: each item goes to one taker.
 // It is safe for concurrent use.
-type BlockingQueue struct{ object }
+type BlockingQueue struct{ primitive }
 
 // BlockingQueue returns a handle on the queue (list) name. A bad name is
 // reported by the handle's methods as ErrInvalidArgument.
 func (rt *Runtime) BlockingQueue(name string) *BlockingQueue {
-	return &BlockingQueue{object: rt.object(name)}
+	return &BlockingQueue{primitive: rt.primitive(name)}
 }
 
 // Offer appends payload. It takes effect exactly once, even when the call is
@@ -176,18 +141,7 @@ func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
-	env := q.env()
-	ctx, cancel := q.bounded(ctx)
-	defer cancel()
-	id := env.NewRequestID()
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.Push(ctx, env.Redis, q.name, payload, id, env.CallTimeout)
-		return err
-	})
-	if err != nil {
-		return q.fail("offer to", err)
-	}
-	return nil
+	return q.redis().Push(ctx, q.name, payload)
 }
 
 // Poll takes the head without waiting; ok is false when the queue is empty.
@@ -197,11 +151,7 @@ func (q *BlockingQueue) Poll(ctx context.Context) (payload []byte, ok bool, err 
 	if err := q.check(ctx); err != nil {
 		return nil, false, err
 	}
-	payload, ok, err = scripts.Pop(ctx, q.env().Redis, q.name)
-	if err != nil {
-		return nil, false, q.fail("poll", err)
-	}
-	return payload, ok, nil
+	return q.redis().Pop(ctx, q.name)
 }
 
 // Take waits for the head and takes it. It returns ctx's error when ctx
@@ -218,7 +168,7 @@ func (q *BlockingQueue) Take(ctx context.Context) ([]byte, error) {
 		return &actors.Take{Name: q.name, ID: id, Reply: reply}
 	}, &actors.TakeCancel{Name: q.name, ID: id}, func(won actors.TakeResult) {
 		if won.OK {
-			q.giveBack(ctx, won.Value) // back to the head of the queue
+			q.redis().GiveBackItem(ctx, q.name, won.Value) // back to the head of the queue
 		}
 	})
 	if err == nil {
@@ -227,27 +177,10 @@ func (q *BlockingQueue) Take(ctx context.Context) ([]byte, error) {
 	return res.Value, err
 }
 
-func (q *BlockingQueue) giveBack(ctx context.Context, v []byte) {
-	env := q.env()
-	ctx, cancel := q.detached(ctx)
-	defer cancel()
-	id := env.NewRequestID()
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) error {
-		return scripts.GiveBack(ctx, env.Redis, q.name, v, id, env.CallTimeout)
-	})
-	if err != nil {
-		env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", q.name, "error", err)
-	}
-}
-
 // Len is the number of items in the queue.
 func (q *BlockingQueue) Len(ctx context.Context) (int64, error) {
 	if err := q.check(ctx); err != nil {
 		return 0, err
 	}
-	n, err := q.env().Redis.LLen(ctx, q.name).Result()
-	if err != nil {
-		return 0, q.fail("queue length", err)
-	}
-	return n, nil
+	return q.redis().Len(ctx, q.name)
 }

@@ -20,7 +20,8 @@ import (
 	"github.com/actorlock/actorlock/messages"
 )
 
-const maxOwnerBytes = actors.MaxOwnerBytes
+// maxOwnerBytes bounds the owner id of a Go handle (WithOwner).
+const maxOwnerBytes = 1 << 10
 
 // Runtime is one process's access to one Redis deployment: it owns the
 // actors that serve every lock of the process. It is safe for concurrent use.
@@ -49,21 +50,9 @@ type Runtime struct {
 // New starts a runtime on rdb, which it uses but never closes. rdb may be any
 // go-redis client: single node, failover (Sentinel) or cluster.
 func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
-	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
-		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidArgument)
-	}
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidArgument)
-		}
-		o(&cfg)
-	}
-	if cfg.err != nil {
-		return nil, cfg.err
-	}
-	if cfg.server != nil && cfg.system != nil {
-		return nil, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with WithName", ErrInvalidArgument)
+	cfg, err := newConfig(rdb, opts)
+	if err != nil {
+		return nil, err
 	}
 	cluster, err := setupCluster(rdb, &cfg)
 	if err != nil {
@@ -75,15 +64,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	}
 	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, done: make(chan struct{})}
 	if rt.sys == nil {
-		rt.sys = actor.NewActorSystem(
-			// protoactor logs at INFO to stderr by default; a library must not.
-			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
-			// Each dead letter (a message to an actor that has stopped) opens
-			// a throttling period served by a goroutine; keep it short so
-			// none outlives Close by more than a few milliseconds.
-			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-		)
-		rt.ownSystem = true
+		rt.sys, rt.ownSystem = newSystem(logger), true
 	}
 	name := cfg.name
 	if cfg.server != nil {
@@ -96,7 +77,50 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 			name = cfg.server.Name
 		}
 	}
-	rt.actors = actors.Start(actors.Config{
+	rt.actors = actors.Start(actorsConfig(rt, &cfg, cluster, logger))
+	if name != "" {
+		if err := rt.spawnGateway(name); err != nil {
+			return nil, err
+		}
+	}
+	return rt, nil
+}
+
+// newConfig checks New's arguments and applies its options.
+func newConfig(rdb redis.UniversalClient, opts []Option) (config, error) {
+	cfg := defaultConfig()
+	if rdb == nil || (reflect.ValueOf(rdb).Kind() == reflect.Pointer && reflect.ValueOf(rdb).IsNil()) {
+		return cfg, fmt.Errorf("%w: nil Redis client", ErrInvalidArgument)
+	}
+	for _, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("%w: nil option", ErrInvalidArgument)
+		}
+		o(&cfg)
+	}
+	if cfg.err != nil {
+		return cfg, cfg.err
+	}
+	if cfg.server != nil && cfg.system != nil {
+		return cfg, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with WithName", ErrInvalidArgument)
+	}
+	return cfg, nil
+}
+
+// newSystem is the runtime's own actor system, when the user gives none.
+func newSystem(logger *slog.Logger) *actor.ActorSystem {
+	return actor.NewActorSystem(
+		// protoactor logs at INFO to stderr by default; a library must not.
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		// Each dead letter (a message to an actor that has stopped) opens
+		// a throttling period served by a goroutine; keep it short so
+		// none outlives Close by more than a few milliseconds.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
+}
+
+func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.Logger) actors.Config {
+	return actors.Config{
 		System:      rt.sys,
 		Redis:       cluster.scripts,
 		Log:         logger,
@@ -114,17 +138,20 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 		Cluster:       cluster.cc,
 		ShardedPubSub: cluster.sharded,
 		KeyPrefix:     cfg.keyPrefix,
-	})
-	if name != "" {
-		gw, err := actors.SpawnGateway(rt.sys, name, rt.actors.Manager())
-		if err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return nil, errors.Join(err, rt.Close(ctx))
-		}
-		rt.gateway = gw
 	}
-	return rt, nil
+}
+
+// spawnGateway registers the runtime's PID under name; on failure the
+// runtime is closed.
+func (rt *Runtime) spawnGateway(name string) error {
+	gw, err := actors.SpawnGateway(rt.sys, name, rt.actors.Manager())
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(err, rt.Close(ctx))
+	}
+	rt.gateway = gw
+	return nil
 }
 
 // ID is the runtime's random UUID: owner ids of its lock handles are

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
-	"github.com/actorlock/actorlock/scripts"
 )
 
 // Semaphore is a handle on a counting semaphore (Redisson's RSemaphore):
@@ -16,24 +15,24 @@ import (
 // woken by the redisson_sc:{name} message that every release publishes, or
 // by a recheck at least every second should a message be lost. It is safe
 // for concurrent use.
-type Semaphore struct{ object }
+type Semaphore struct{ primitive }
 
 // Semaphore returns a handle on semaphore name. A bad name is reported by
 // the handle's methods as ErrInvalidArgument.
 func (rt *Runtime) Semaphore(name string) *Semaphore {
-	return &Semaphore{object: rt.object(name)}
+	return &Semaphore{primitive: rt.primitive(name)}
 }
 
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *Semaphore) TrySetPermits(ctx context.Context, permits int64) (bool, error) {
-	return trySetPermits(ctx, &s.object, permits)
+	return trySetPermits(ctx, &s.primitive, permits)
 }
 
 // AddPermits adds permits (negative: removes them, possibly below zero) and
 // wakes waiters.
 func (s *Semaphore) AddPermits(ctx context.Context, permits int64) error {
-	return addPermits(ctx, &s.object, permits)
+	return addPermits(ctx, &s.primitive, permits)
 }
 
 // Acquire waits until n permits are available and takes them. It returns
@@ -44,7 +43,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if err := positive(n); err != nil {
 		return err
 	}
-	_, err := acquirePermit(ctx, &s.object, false, n, 0, false)
+	_, err := acquirePermit(ctx, &s.primitive, false, n, 0, false)
 	return err
 }
 
@@ -53,7 +52,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	if err := positive(n); err != nil {
 		return false, err
 	}
-	res, err := acquirePermit(ctx, &s.object, false, n, 0, true)
+	res, err := acquirePermit(ctx, &s.primitive, false, n, 0, true)
 	return res.Acquired, err
 }
 
@@ -66,10 +65,7 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	env := s.env()
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	return actors.ReleasePermits(ctx, env, s.name, n, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+	return s.redis().ReleasePermits(ctx, s.name, n)
 }
 
 // Available is the number of permits available now (negative after
@@ -78,14 +74,7 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	n, err := s.env().Redis.Get(ctx, s.name).Int64()
-	if scripts.IsNil(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, s.fail("semaphore available", err)
-	}
-	return n, nil
+	return s.redis().Count(ctx, "semaphore available", s.name)
 }
 
 // Drain takes every available permit and returns how many it took.
@@ -93,19 +82,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	env := s.env()
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	var n int64
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		n, err = scripts.DrainPermits(ctx, env.Redis, s.name, mark)
-		return err
-	})
-	if err != nil {
-		return 0, s.fail("semaphore drain", err)
-	}
-	return n, nil
+	return s.redis().DrainPermits(ctx, s.name)
 }
 
 // PermitExpirableSemaphore is a handle on a semaphore whose permits each
@@ -119,7 +96,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
 // still reclaimed and released. Waiters wake on release messages, at the
 // earliest permit expiry, and at least every second. It is safe for
 // concurrent use.
-type PermitExpirableSemaphore struct{ object }
+type PermitExpirableSemaphore struct{ primitive }
 
 // MaxPermitsPerCall is the most permits one AcquirePermits, TryAcquirePermits
 // or Release handles: their ids travel in one script call.
@@ -129,18 +106,18 @@ const MaxPermitsPerCall = actors.MaxPermitIDs
 // name. A bad name is reported by the handle's methods as
 // ErrInvalidArgument.
 func (rt *Runtime) PermitExpirableSemaphore(name string) *PermitExpirableSemaphore {
-	return &PermitExpirableSemaphore{object: rt.object(name)}
+	return &PermitExpirableSemaphore{primitive: rt.primitive(name)}
 }
 
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *PermitExpirableSemaphore) TrySetPermits(ctx context.Context, permits int64) (bool, error) {
-	return trySetPermits(ctx, &s.object, permits)
+	return trySetPermits(ctx, &s.primitive, permits)
 }
 
 // AddPermits adds permits (negative: removes them) and wakes waiters.
 func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64) error {
-	return addPermits(ctx, &s.object, permits)
+	return addPermits(ctx, &s.primitive, permits)
 }
 
 // Acquire waits for a permit and returns its id, which Release needs. The
@@ -163,7 +140,7 @@ func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, 
 	if err := permitArgs(n, lease); err != nil {
 		return nil, err
 	}
-	res, err := acquirePermit(ctx, &s.object, true, n, lease, false)
+	res, err := acquirePermit(ctx, &s.primitive, true, n, lease, false)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +163,7 @@ func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int6
 	if err := permitArgs(n, lease); err != nil {
 		return nil, false, err
 	}
-	res, err := acquirePermit(ctx, &s.object, true, n, lease, true)
+	res, err := acquirePermit(ctx, &s.primitive, true, n, lease, true)
 	if err != nil || !res.Acquired {
 		return nil, false, err
 	}
@@ -203,10 +180,7 @@ func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) e
 	if err := s.check(ctx); err != nil {
 		return err
 	}
-	env := s.env()
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	return actors.ReleasePermit(ctx, env, s.name, ids, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+	return s.redis().ReleasePermit(ctx, s.name, ids)
 }
 
 // UpdateLeaseTime gives held permit id a new lease counted from now (0: no
@@ -222,19 +196,11 @@ func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id strin
 	if err := nonNegative("lease", lease); err != nil {
 		return err
 	}
-	if err := actors.ValidatePermitIDs([]string{id}); err != nil {
-		return err
+	held, err := s.redis().UpdatePermitLease(ctx, s.name, id, lease)
+	if err == nil && !held {
+		err = fmt.Errorf("%w: permit %q of %q is not held", ErrPermitExpired, id, s.name)
 	}
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	_, held, err := scripts.UpdatePermitLease(ctx, s.env().Redis, s.name, id, lease)
-	switch {
-	case err != nil:
-		return s.fail("semaphore update lease", err)
-	case !held:
-		return fmt.Errorf("%w: permit %q of %q is not held", ErrPermitExpired, id, s.name)
-	}
-	return nil
+	return err
 }
 
 // Available is the number of permits available now, expired permits
@@ -243,11 +209,7 @@ func (s *PermitExpirableSemaphore) Available(ctx context.Context) (int64, error)
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
-	n, err := scripts.AvailableExpirablePermits(ctx, s.env().Redis, s.name)
-	if err != nil {
-		return 0, s.fail("semaphore available", err)
-	}
-	return n, nil
+	return s.redis().AvailableExpirablePermits(ctx, s.name)
 }
 
 func permitArgs(n int64, lease time.Duration) error {
@@ -264,49 +226,26 @@ func positive(n int64) error {
 	return nil
 }
 
-func trySetPermits(ctx context.Context, o *object, permits int64) (bool, error) {
+func trySetPermits(ctx context.Context, o *primitive, permits int64) (bool, error) {
 	if err := o.check(ctx); err != nil {
 		return false, err
 	}
 	if permits < 0 {
 		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, permits)
 	}
-	env := o.env()
-	ctx, cancel := o.bounded(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	var set bool
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		set, err = scripts.TrySetPermits(ctx, env.Redis, o.name, permits, mark)
-		return err
-	})
-	if err != nil {
-		return false, o.fail("semaphore set permits", err)
-	}
-	return set, nil
+	return o.redis().TrySetPermits(ctx, o.name, permits)
 }
 
-func addPermits(ctx context.Context, o *object, permits int64) error {
+func addPermits(ctx context.Context, o *primitive, permits int64) error {
 	if err := o.check(ctx); err != nil {
 		return err
 	}
-	env := o.env()
-	ctx, cancel := o.bounded(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	err := actors.RetryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.AddPermits(ctx, env.Redis, o.name, permits, mark)
-		return err
-	})
-	if err != nil {
-		return o.fail("semaphore add permits", err)
-	}
-	return nil
+	return o.redis().AddPermits(ctx, o.name, permits)
 }
 
 // acquirePermit asks the semaphore's actor for permits and waits for its one
 // answer; if ctx ends first it cancels, and gives back what won the race.
-func acquirePermit(ctx context.Context, o *object, expirable bool, n int64, lease time.Duration, try bool) (actors.SemResult, error) {
+func acquirePermit(ctx context.Context, o *primitive, expirable bool, n int64, lease time.Duration, try bool) (actors.SemResult, error) {
 	if err := o.check(ctx); err != nil {
 		return actors.SemResult{}, err
 	}
@@ -315,27 +254,11 @@ func acquirePermit(ctx context.Context, o *object, expirable bool, n int64, leas
 		return &actors.SemAcquire{Name: o.name, Expirable: expirable, ID: id, N: n, Lease: lease, TryOnce: try, Reply: reply}
 	}, &actors.SemCancel{Name: o.name, Expirable: expirable, ID: id}, func(won actors.SemResult) {
 		if won.Acquired {
-			giveBackPermits(ctx, o, expirable, n, won.PermitIDs)
+			o.redis().GiveBackPermits(ctx, o.name, expirable, n, won.PermitIDs)
 		}
 	})
 	if err == nil {
 		err = res.Err
 	}
 	return res, err
-}
-
-func giveBackPermits(ctx context.Context, o *object, expirable bool, n int64, permitIDs []string) {
-	env := o.env()
-	ctx, cancel := o.detached(ctx)
-	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
-	var err error
-	if expirable {
-		err = actors.ReleasePermit(ctx, env, o.name, permitIDs, mark)
-	} else {
-		err = actors.ReleasePermits(ctx, env, o.name, n, mark)
-	}
-	if err != nil {
-		env.Log.Error("actorlock: could not give back permits a cancelled Acquire obtained", "semaphore", o.name, "error", err)
-	}
 }

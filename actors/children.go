@@ -3,7 +3,7 @@ package actors
 import "github.com/asynkron/protoactor-go/actor"
 
 // children is the registry of the per-name child actors of one parent (the
-// lock manager's lock actors, the services actor's children): by key, to
+// lock manager's lock actors, the primitives actor's children): by key, to
 // route requests, and by PID id, because a Terminated names only the PID.
 // Every operation is O(1), so a parent with 100k children stops them all in
 // linear time.
@@ -57,6 +57,15 @@ func (c *children[K]) idle(k K, pid *actor.PID, routed uint64) *actor.PID {
 	}
 	c.remove(ch)
 	return ch.pid
+}
+
+// stopIdle is the parent's whole side of the idle handshake, the same for
+// every parent (the report's message type is the child's): it stops the
+// child that reported idle if idle lets it go.
+func (c *children[K]) stopIdle(ctx actor.Context, k K, pid *actor.PID, routed uint64) {
+	if pid := c.idle(k, pid, routed); pid != nil {
+		ctx.Stop(pid)
+	}
 }
 
 // terminated forgets the child pid names, if it is one still registered.

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -14,9 +13,9 @@ import (
 	"github.com/actorlock/actorlock/scripts"
 )
 
-// SafetyInterval is how often a mover moves due items even when nothing
+// safetyInterval is how often a mover moves due items even when nothing
 // told it to: a lost publish or a missed reconnect costs at most this.
-const SafetyInterval = 2 * time.Second
+const safetyInterval = 2 * time.Second
 
 // mover moves the due items of one delayed queue into its destination list.
 // It runs while a handle of the queue is open here or the queue has items
@@ -25,14 +24,14 @@ const SafetyInterval = 2 * time.Second
 //   - a timer armed for the earliest due time (known from the last move, or
 //     from the queue's channel, which announces each new earliest item);
 //   - the channel's (re)subscription, since messages may have been missed;
-//   - a safety tick every SafetyInterval.
+//   - a safety tick every safetyInterval.
 //
 // At most one move call is in flight; a wake-up meanwhile runs another
 // after it. Movers of several processes race safely: a move is one atomic
 // script, so each item is moved exactly once.
 type mover struct {
 	env    *Env
-	key    SvcKey
+	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 	idle   idleness
@@ -62,7 +61,7 @@ type (
 	}
 )
 
-func newMover(env *Env, key SvcKey) *mover {
+func newMover(env *Env, key primitiveKey) *mover {
 	return &mover{
 		env: env, key: key,
 		timers: scheduler.NewTimerScheduler(env.System.Root),
@@ -78,7 +77,7 @@ func (q *mover) Receive(ctx actor.Context) {
 	case *actor.Started:
 		q.self = ctx.Self()
 		ctx.Send(q.env.router, &Subscribe{Topic: q.topic, Subscriber: q.self})
-		q.safetyStop = q.timers.SendRepeatedly(SafetyInterval, SafetyInterval, q.self, &moveSafety{})
+		q.safetyStop = q.timers.SendRepeatedly(safetyInterval, safetyInterval, q.self, &moveSafety{})
 		q.move()
 	case *actor.Stopping:
 		q.due.cancel()
@@ -191,23 +190,8 @@ func (q *mover) offer(from *actor.PID, m *messages.OfferRequest) {
 		MarkerTTL: env.CallTimeout,
 	}
 	env.goCall(nil, func(ctx context.Context) any {
-		err := OfferDelayed(ctx, env, args)
+		err := env.offerDelayed(ctx, args)
 		env.System.Root.Send(from, &messages.OfferResponse{RequestId: m.RequestId, Error: primitiveError(err)})
 		return nil
 	})
-}
-
-// OfferDelayed stores a delayed item, re-attempting while the outcome is
-// unknown: the script is idempotent on the member's random id (and a marker
-// covers items that could be moved out before a re-attempt), so an offer
-// takes effect exactly once. go-redis itself never replays it.
-func OfferDelayed(ctx context.Context, env *Env, args scripts.OfferArgs) error {
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.OfferDelayed(ctx, env.Redis, args)
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("actorlock: offer to delayed queue %q: %w", args.Name, err)
-	}
-	return nil
 }

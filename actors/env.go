@@ -1,7 +1,3 @@
-// Package actors holds actorlock's actors: a supervisor owning a lock
-// manager (one lock actor per lock name and kind), the pub/sub router, the
-// renewal watchdog and, later, the delay-queue movers. Package actorlock
-// (runtime.go) is the public Go API on top of them.
 package actors
 
 import (
@@ -82,10 +78,10 @@ type Env struct {
 	Config
 	router  *actor.PID
 	renewal *actor.PID
-	// services serves the protocol messages that are not about locks (the
+	// primitives serves the protocol messages that are not about locks (the
 	// delayed queue, semaphores, latches); nil until it exists.
-	services *actor.PID
-	reqSeq   atomic.Uint64
+	primitives *actor.PID
+	reqSeq     atomic.Uint64
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:
 	// a send succeeds only if a worker is idle).
 	idle chan func()

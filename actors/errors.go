@@ -24,17 +24,17 @@ var (
 
 func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }
 
-// MaxNameBytes bounds a lock name: Redis keys may be huge, but a lock name
+// maxNameBytes bounds a lock name: Redis keys may be huge, but a lock name
 // this long is a bug, and every script call carries it several times.
-const MaxNameBytes = 64 << 10
+const maxNameBytes = 64 << 10
 
 // ValidateName reports why name cannot name a lock, or nil.
 func ValidateName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
-	case len(name) > MaxNameBytes:
-		return fmt.Errorf("%w: lock name of %d bytes exceeds %d", ErrInvalidArgument, len(name), MaxNameBytes)
+	case len(name) > maxNameBytes:
+		return fmt.Errorf("%w: lock name of %d bytes exceeds %d", ErrInvalidArgument, len(name), maxNameBytes)
 	case strings.Contains(name, "{") && !hasHashTag(name):
 		// Its auxiliary keys (prefix + ":" + name) would hash whole while
 		// the name alone hashes differently: on a cluster they would land in

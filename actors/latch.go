@@ -11,18 +11,18 @@ import (
 	"github.com/actorlock/actorlock/scripts"
 )
 
-// LatchRecheck bounds what a lost "0" message costs an awaiter: the count
+// latchRecheck bounds what a lost "0" message costs an awaiter: the count
 // is read at least this often while someone awaits.
-const LatchRecheck = time.Second
+const latchRecheck = time.Second
 
 // latchActor serves the Await callers of one count-down latch in this
 // runtime: one subscription to the latch's channel and one count read at a
 // time for all of them. The count is read when the subscription is confirmed
 // (first, and after every reconnect, since messages may have been missed),
-// when a message arrives, when an awaiter arrives and every LatchRecheck.
+// when a message arrives, when an awaiter arrives and every latchRecheck.
 type latchActor struct {
 	env    *Env
-	key    SvcKey
+	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 	idle   idleness
@@ -44,7 +44,7 @@ type (
 	latchTick struct{}
 )
 
-func newLatchActor(env *Env, key SvcKey) *latchActor {
+func newLatchActor(env *Env, key primitiveKey) *latchActor {
 	return &latchActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
@@ -147,7 +147,7 @@ func (a *latchActor) sync(ctx actor.Context) {
 	case waiting && !a.subscribed:
 		a.subscribed = true
 		ctx.Send(a.env.router, &Subscribe{Topic: a.topic, Subscriber: a.self})
-		a.tickStop = a.timers.SendRepeatedly(LatchRecheck, LatchRecheck, a.self, &latchTick{})
+		a.tickStop = a.timers.SendRepeatedly(latchRecheck, latchRecheck, a.self, &latchTick{})
 	case !waiting && a.subscribed:
 		a.subscribed, a.live = false, false
 		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})

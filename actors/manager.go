@@ -2,7 +2,6 @@ package actors
 
 import (
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,12 +11,9 @@ import (
 	"github.com/actorlock/actorlock/messages"
 )
 
-// MaxOwnerBytes bounds the owner id of a Go handle (WithOwner).
-const MaxOwnerBytes = 1 << 10
-
 // drainAll asks every lock actor to release what it holds; done is closed
 // when all have (or have stopped).
-type drainAll struct{ done chan struct{} }
+type drainAll struct{ done chan<- struct{} }
 
 // manager routes requests by (kind, name) to a lock actor it spawns on
 // demand, and stops lock actors that stay idle, so a process that touched
@@ -28,7 +24,7 @@ type manager struct {
 	locks    children[LockKey]
 	draining bool
 	waiting  map[LockKey]bool // drain: lock actors not done yet
-	drained  chan struct{}
+	drained  chan<- struct{}
 
 	// lockProps spawns every lock actor, for the key in spawning: one Props
 	// shared by all (a lock actor keeps its Props for life, ~240 bytes per
@@ -59,7 +55,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	m.current = ctx.Message()
 	if pm, ok := m.current.(proto.Message); ok && isProtocol(pm) {
 		if err := checkBounds(pm); err != nil {
-			m.refuse(ctx, pm, err)
+			refuse(ctx, m.env, pm, err)
 			return
 		}
 		m.current = mapName(pm, m.env.KeyPrefix)
@@ -75,17 +71,11 @@ func (m *manager) Receive(ctx actor.Context) {
 			m.route(ctx, key)
 		}
 	case *messages.AcquireRequest:
-		if err := validateAcquire(msg, ctx.Sender()); err != nil {
-			m.respond(ctx, &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)})
-			return
-		}
-		m.routeAcquire(ctx, msg.Kind, msg.Name, func(err error) any {
-			return &messages.AcquireResponse{RequestId: msg.RequestId, Error: protoError(err)}
-		})
+		m.onAcquire(ctx, msg)
 	case *messages.ReleaseRequest:
 		//lint:ignore SA1019 the deprecated field is refused, not used
 		if msg.Owner != "" {
-			m.refuse(ctx, msg, ownerFieldError())
+			refuse(ctx, m.env, msg, ownerFieldError())
 			return
 		}
 		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "held")
@@ -94,12 +84,7 @@ func (m *manager) Receive(ctx actor.Context) {
 	case *messages.CancelRequest:
 		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "awaited")
 	case *idleReport:
-		// The lock actor has processed everything routed to it and is idle,
-		// so stopping it loses nothing. If more was routed meanwhile, it
-		// will process that and report again when idle.
-		if pid := m.locks.idle(msg.key, msg.pid, msg.routed); pid != nil {
-			ctx.Stop(pid)
-		}
+		m.locks.stopIdle(ctx, msg.key, msg.pid, msg.routed)
 	case *actor.Terminated:
 		if _, alive := m.env.System.ProcessRegistry.GetLocal(msg.Who.GetId()); alive {
 			// Forged (any remote peer can send a Terminated naming our
@@ -125,10 +110,9 @@ func (m *manager) Receive(ctx actor.Context) {
 		msg.reply <- m.locks.len()
 	default:
 		// The runtime's PID takes every message of the protocol; those
-		// that are not about locks belong to the services actor.
-		if pm, ok := msg.(proto.Message); ok && m.env.services != nil &&
-			pm.ProtoReflect().Descriptor().ParentFile().Package() == protocolPackage {
-			m.forward(ctx, m.env.services)
+		// that are not about locks belong to the primitives actor.
+		if pm, ok := msg.(proto.Message); ok && m.env.primitives != nil && isProtocol(pm) {
+			m.forward(ctx, m.env.primitives)
 		}
 	}
 }
@@ -140,53 +124,25 @@ func isProtocol(m proto.Message) bool {
 	return m.ProtoReflect().Descriptor().ParentFile().Package() == protocolPackage
 }
 
-// refuse answers request m with err, or drops it (logging why, never its
-// content) when it is not a request this runtime answers or has no sender.
-func (m *manager) refuse(ctx actor.Context, req proto.Message, err error) {
-	resp := refusal(req, err)
-	if resp == nil || ctx.Sender() == nil {
-		m.env.Log.Warn("actorlock: dropped an invalid message",
-			slog.String("type", string(req.ProtoReflect().Descriptor().FullName())), slog.Any("error", err))
-		return
-	}
-	ctx.Respond(resp)
-}
-
 // routeOwned routes a request of an owner (release, renew, cancel) to the
-// lock actor of its name, after checking what can be checked without it:
-// the target, the request id and the owner token, which must be present
-// (NOT_OWNER otherwise: only the owner may do this) and well-formed. With no
-// lock actor for the name nobody owns anything of it here: it is refused
-// without spawning one, so garbage from a peer costs no actor. what says
-// what the owner would have to do with the lock ("held"...), for the error.
+// lock actor of its name, once validated. With no lock actor for the name
+// nobody owns anything of it here: it is refused without spawning one, so
+// garbage from a peer costs no actor. what says what the owner would have
+// to do with the lock ("held"...), for the error.
 func (m *manager) routeOwned(ctx actor.Context, req proto.Message, kind messages.Kind, name, requestID, token, what string) {
-	err := validateTarget(kind, name, ctx.Sender())
-	switch {
-	case err != nil:
-	case requestID == "":
-		err = requestIDError("", nil)
-	case token == "":
-		err = fmt.Errorf("%w: no owner_token (only the owner of lock %q may do this; its token came in the AcquireResponse)", ErrNotOwner, name)
-	default:
-		err = ValidateOwnerToken(token)
-	}
+	err := validateOwned(kind, name, requestID, token, ctx.Sender())
 	if err == nil && m.draining {
 		err = ErrClosed
 	}
-	if err == nil && m.locks.get(familyKey(LockKey{Kind: kind, Name: name})) != nil {
-		m.route(ctx, familyKey(LockKey{Kind: kind, Name: name}))
+	key := familyKey(LockKey{Kind: kind, Name: name})
+	if err == nil && m.locks.get(key) != nil {
+		m.route(ctx, key)
 		return
 	}
 	if err == nil {
 		err = fmt.Errorf("%w: nothing of lock %q is %s here by that owner_token", ErrNotOwner, name, what)
 	}
-	m.refuse(ctx, req, err)
-}
-
-// ownerFieldError refuses the deprecated owner field: naming an owner id
-// would let any peer act as any owner.
-func ownerFieldError() error {
-	return fmt.Errorf("%w: the owner field is no longer accepted; ownership is proven by owner_token", ErrInvalidArgument)
+	refuse(ctx, m.env, req, err)
 }
 
 func (m *manager) route(ctx actor.Context, key LockKey) {
@@ -224,27 +180,18 @@ func mapName(m proto.Message, prefix string) proto.Message {
 	return c
 }
 
-// routeAcquire validates what an AcquireRequest names, then routes it,
-// spawning the lock actor of its name if needed; refusal builds the answer
-// when it cannot be routed.
-func (m *manager) routeAcquire(ctx actor.Context, kind messages.Kind, name string, refusal func(error) any) {
-	err := validateTarget(kind, name, ctx.Sender())
+// onAcquire validates an AcquireRequest, then routes it, spawning the lock
+// actor of its name if needed.
+func (m *manager) onAcquire(ctx actor.Context, msg *messages.AcquireRequest) {
+	err := validateAcquire(msg, ctx.Sender())
 	if err == nil && m.draining {
 		err = ErrClosed
 	}
-	if err == nil {
-		m.route(ctx, familyKey(LockKey{Kind: kind, Name: name}))
+	if err != nil {
+		refuse(ctx, m.env, msg, err)
 		return
 	}
-	m.respond(ctx, refusal(err))
-}
-
-func (m *manager) respond(ctx actor.Context, resp any) {
-	if ctx.Sender() == nil {
-		m.env.Log.Warn("actorlock: dropped an invalid request without a sender to answer", slog.Any("response", resp))
-		return
-	}
-	ctx.Respond(resp)
+	m.route(ctx, familyKey(LockKey{Kind: msg.Kind, Name: msg.Name}))
 }
 
 func (m *manager) doneDraining(k LockKey) {
@@ -276,15 +223,6 @@ func refuseStale(msg routed) {
 	}
 }
 
-// requestIDError is err, or the error of a missing request id: the id of a
-// release names its unlock latch in Redis.
-func requestIDError(id string, err error) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty request_id", ErrInvalidArgument)
-	}
-	return err
-}
-
 // refuseClosed answers a Go command that arrived while the runtime closes.
 func refuseClosed(msg routed) {
 	switch c := msg.(type) {
@@ -297,40 +235,4 @@ func refuseClosed(msg routed) {
 	case *ForceUnlock:
 		c.Reply <- ForceUnlockResult{Err: ErrClosed}
 	}
-}
-
-// validateTarget checks what every lock message names. Remote actors are
-// validated exactly like Go callers.
-func validateTarget(kind messages.Kind, name string, sender *actor.PID) error {
-	if sender == nil {
-		return fmt.Errorf("%w: no sender; send requests with Context.Request", ErrInvalidArgument)
-	}
-	switch kind {
-	case messages.Kind_KIND_LOCK, messages.Kind_KIND_FAIR, messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
-	default:
-		return fmt.Errorf("%w: lock kind %v is not supported", ErrInvalidArgument, kind)
-	}
-	return ValidateName(name)
-}
-
-func validateAcquire(m *messages.AcquireRequest, sender *actor.PID) error {
-	if err := validateTarget(m.Kind, m.Name, sender); err != nil {
-		return err
-	}
-	switch {
-	case m.RequestId == "":
-		return fmt.Errorf("%w: empty request_id", ErrInvalidArgument)
-	case m.WaitMs < 0:
-		return fmt.Errorf("%w: negative wait_ms %d", ErrInvalidArgument, m.WaitMs)
-	case m.LeaseMs < 0:
-		return fmt.Errorf("%w: negative lease_ms %d", ErrInvalidArgument, m.LeaseMs)
-	case m.WaitIndefinitely && m.WaitMs != 0:
-		return fmt.Errorf("%w: wait_indefinitely with wait_ms %d", ErrInvalidArgument, m.WaitMs)
-	//lint:ignore SA1019 the deprecated field is refused, not used
-	case m.Owner != "":
-		return ownerFieldError()
-	case m.OwnerToken != "":
-		return ValidateOwnerToken(m.OwnerToken)
-	}
-	return nil
 }

@@ -26,7 +26,7 @@ const takeRound = time.Second
 // given back to the head of the list, never dropped.
 type queueActor struct {
 	env    *Env
-	key    SvcKey
+	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 	idle   idleness
@@ -62,7 +62,7 @@ type (
 	takeDeadline struct{ r *takeReq }
 )
 
-func newQueueActor(env *Env, key SvcKey) *queueActor {
+func newQueueActor(env *Env, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
@@ -230,10 +230,7 @@ func giveBack(ctx context.Context, env *Env, name string, v []byte) {
 	env.goCall(nil, func(context.Context) any {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
 		defer cancel()
-		err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-			return scripts.GiveBack(ctx, env.Redis, name, v, reqID, env.CallTimeout)
-		})
-		if err != nil {
+		if err := env.giveBack(ctx, name, v, reqID); err != nil {
 			env.Log.Error("actorlock: could not give back an item nobody took", "queue", name, "error", err)
 		}
 		return nil

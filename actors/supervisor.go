@@ -9,7 +9,8 @@ import (
 )
 
 // supervisor is the root of a runtime's actors. It owns the pub/sub router,
-// the renewal watchdog and the lock manager, restarting any of them that
+// the renewal watchdog, the primitives actor (queues, semaphores, latches,
+// delay-queue movers) and the lock manager, restarting any of them that
 // fails (OneForOne); every timer and goroutine of the runtime belongs to one
 // of them.
 type supervisor struct {
@@ -32,7 +33,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		// 100k Renewed messages to be processed.
 		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }, actor.WithDispatcher(actor.NewDefaultDispatcher(300))))
 		// Before the manager, which forwards the protocol's other messages here.
-		s.env.services = ctx.Spawn(props(func() actor.Actor { return newServices(s.env) }, actor.WithSupervisor(lockSupervision)))
+		s.env.primitives = ctx.Spawn(props(func() actor.Actor { return newPrimitives(s.env) }, actor.WithSupervisor(lockSupervision)))
 		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
 		s.ready <- mgr
 	case *actor.Stopped:
@@ -67,14 +68,11 @@ func (h *Handle) NewRequestID() string { return h.env.NewRequestID() }
 // Drain fails every waiting request with ErrClosed and releases every hold,
 // returning when all releases have run or ctx ends.
 func (h *Handle) Drain(ctx context.Context) error {
-	done := make(chan struct{})
-	h.env.System.Root.Send(h.manager, &drainAll{done: done})
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	_, err := askActor(ctx, h, h.manager, func(done chan<- struct{}) any { return &drainAll{done: done} })
+	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("actorlock: close: releasing held locks: %w", context.Cause(ctx))
 	}
+	return err
 }
 
 // Stats counts what the runtime keeps: lock actors, pub/sub topics and
@@ -83,7 +81,7 @@ type Stats struct {
 	LockActors    int
 	Subscriptions int
 	Renewals      int
-	// DelayedQueueMovers and PrimitiveActors: the services actor's children
+	// DelayedQueueMovers and PrimitiveActors: the primitives actor's children
 	// (movers; blocking-queue, semaphore and latch waiters).
 	DelayedQueueMovers int
 	PrimitiveActors    int
@@ -92,34 +90,44 @@ type Stats struct {
 // statsQuery asks an actor for its count.
 type statsQuery struct{ reply chan<- int }
 
-// Stats asks the manager, the router and the watchdog for their counts.
+// Stats asks the manager, the router, the watchdog and the primitives actor
+// for their counts.
 func (h *Handle) Stats(ctx context.Context) (Stats, error) {
 	var out Stats
 	for _, q := range []struct {
 		pid *actor.PID
 		n   *int
 	}{{h.manager, &out.LockActors}, {h.env.router, &out.Subscriptions}, {h.env.renewal, &out.Renewals}} {
-		reply := make(chan int, 1)
-		h.env.System.Root.Send(q.pid, &statsQuery{reply: reply})
-		select {
-		case *q.n = <-reply:
-		case <-h.stopped:
-			return Stats{}, ErrClosed
-		case <-ctx.Done():
-			return Stats{}, ctx.Err()
+		n, err := askActor(ctx, h, q.pid, func(reply chan<- int) any { return &statsQuery{reply: reply} })
+		if err != nil {
+			return Stats{}, err
 		}
+		*q.n = n
 	}
-	reply := make(chan [2]int, 1)
-	h.env.System.Root.Send(h.env.services, &servicesStats{reply: reply})
-	select {
-	case n := <-reply:
-		out.DelayedQueueMovers, out.PrimitiveActors = n[0], n[1]
-	case <-h.stopped:
-		return Stats{}, ErrClosed
-	case <-ctx.Done():
-		return Stats{}, ctx.Err()
+	n, err := askActor(ctx, h, h.env.primitives, func(reply chan<- [2]int) any { return &primitivesStats{reply: reply} })
+	if err != nil {
+		return Stats{}, err
 	}
+	out.DelayedQueueMovers, out.PrimitiveActors = n[0], n[1]
 	return out, nil
+}
+
+// askActor sends pid what msg builds around a reply channel and waits for
+// the reply: ErrClosed once the actors have stopped, ctx's error if it ends
+// first. (Package actorlock's ask is the same for Go callers' requests,
+// with a cancel; nothing asked here needs one.)
+func askActor[R any](ctx context.Context, h *Handle, pid *actor.PID, msg func(chan<- R) any) (R, error) {
+	reply := make(chan R, 1)
+	h.env.System.Root.Send(pid, msg(reply))
+	var zero R
+	select {
+	case r := <-reply:
+		return r, nil
+	case <-h.stopped:
+		return zero, ErrClosed
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
 }
 
 // Stop stops every actor, timer and goroutine of the runtime and waits for

@@ -12,12 +12,12 @@ import (
 // peer claims), so the AcquireResponse hands out 128 random bits that every
 // release, renew and cancel must present.
 
-// OwnerTokenBytes is the size of an owner token; it travels as twice as
+// ownerTokenBytes is the size of an owner token; it travels as twice as
 // many hex digits.
-const OwnerTokenBytes = 16
+const ownerTokenBytes = 16
 
 // ownerToken is a parsed owner token.
-type ownerToken [OwnerTokenBytes]byte
+type ownerToken [ownerTokenBytes]byte
 
 // newOwnerToken draws a token from crypto/rand.
 func newOwnerToken() ownerToken {
@@ -30,18 +30,18 @@ func newOwnerToken() ownerToken {
 // quotes the input: it may be someone's real token with a typo.
 func parseOwnerToken(s string) (ownerToken, error) {
 	var t ownerToken
-	if len(s) != 2*OwnerTokenBytes {
+	if len(s) != 2*ownerTokenBytes {
 		return t, fmt.Errorf("%w: owner_token must be %d hex digits (%d bits), got %d characters",
-			ErrInvalidArgument, 2*OwnerTokenBytes, 8*OwnerTokenBytes, len(s))
+			ErrInvalidArgument, 2*ownerTokenBytes, 8*ownerTokenBytes, len(s))
 	}
 	if _, err := hex.Decode(t[:], []byte(s)); err != nil {
-		return t, fmt.Errorf("%w: owner_token must be %d hex digits (%d bits)", ErrInvalidArgument, 2*OwnerTokenBytes, 8*OwnerTokenBytes)
+		return t, fmt.Errorf("%w: owner_token must be %d hex digits (%d bits)", ErrInvalidArgument, 2*ownerTokenBytes, 8*ownerTokenBytes)
 	}
 	return t, nil
 }
 
-// ValidateOwnerToken reports why s (non-empty) cannot be an owner token.
-func ValidateOwnerToken(s string) error {
+// validateOwnerToken reports why s (non-empty) cannot be an owner token.
+func validateOwnerToken(s string) error {
 	_, err := parseOwnerToken(s)
 	return err
 }
@@ -62,7 +62,7 @@ func TokenOwner(runtimeID string, token ownerToken) string {
 	h := sha256.New()
 	h.Write([]byte("actorlock owner token\x00"))
 	h.Write(token[:])
-	return runtimeID + ":" + hex.EncodeToString(h.Sum(nil)[:OwnerTokenBytes])
+	return runtimeID + ":" + hex.EncodeToString(h.Sum(nil)[:ownerTokenBytes])
 }
 
 // OwnerOfToken is TokenOwner for a token as messages carry it.

@@ -1,5 +1,11 @@
 // Package scripts holds actorlock's Lua scripts (one .lua file each, embedded)
-// and the typed calls that own each script's KEYS/ARGV contract.
+// and the typed calls that own each script's KEYS/ARGV contract, with the
+// Redisson-compatible key and channel names they use.
+//
+// It is actorlock's machinery: importable only because the repository's
+// layout keeps it at the top level, it makes no compatibility promise and
+// exports only what actorlock's other packages (actors, the root, the
+// actorlock command, internal/inspect) use.
 package scripts
 
 import (

@@ -62,7 +62,7 @@ type FairUnlock struct {
 // UnlockFair releases holds of the fair lock in one round trip.
 func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs) (FairUnlock, error) {
 	res, err := fairUnlock.evalOnce(ctx, c,
-		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), UnlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
+		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
 		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
 		ms(a.Wait), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL))
 	if err != nil {

@@ -30,7 +30,7 @@ func LatchChannel(name string) string { return "redisson_countdownlatch__channel
 
 // TrySetLatchCount sets latch name's count to n unless it is set.
 func TrySetLatchCount(ctx context.Context, c Client, name string, n int64, m Marked) (bool, error) {
-	res, err := latchTrySet.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, n, LatchChannel(name), ms(m.TTL))
+	res, err := latchTrySet.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, LatchChannel(name), ms(m.TTL))
 	if err != nil {
 		return false, err
 	}
@@ -39,7 +39,7 @@ func TrySetLatchCount(ctx context.Context, c Client, name string, n int64, m Mar
 
 // CountDownLatch counts latch name down by one and returns the new count.
 func CountDownLatch(ctx context.Context, c Client, name string, m Marked) (int64, error) {
-	res, err := latchCountDown.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, LatchChannel(name), ms(m.TTL))
+	res, err := latchCountDown.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, LatchChannel(name), ms(m.TTL))
 	if err != nil {
 		return 0, err
 	}
@@ -52,7 +52,7 @@ func CountDownLatch(ctx context.Context, c Client, name string, m Marked) (int64
 
 // DeleteLatch deletes latch name, releasing its awaiters; true if it existed.
 func DeleteLatch(ctx context.Context, c Client, name string, m Marked) (bool, error) {
-	res, err := latchDelete.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, LatchChannel(name), ms(m.TTL))
+	res, err := latchDelete.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, LatchChannel(name), ms(m.TTL))
 	if err != nil {
 		return false, err
 	}

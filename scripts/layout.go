@@ -31,9 +31,9 @@ func LockChannel(name string) string { return prefixed(lockChannelPrefix, name) 
 // TokenKey is the fencing counter of lock name.
 func TokenKey(name string) string { return prefixed(tokenPrefix, name) }
 
-// UnlockLatchKey remembers the outcome of one unlock request, so a retried
+// unlockLatchKey remembers the outcome of one unlock request, so a retried
 // request returns its first result instead of releasing twice.
-func UnlockLatchKey(name, requestID string) string {
+func unlockLatchKey(name, requestID string) string {
 	return prefixed(unlockLatchPrefix, name) + ":" + requestID
 }
 

@@ -100,7 +100,7 @@ type Unlock struct {
 
 // UnlockLock releases holds of the reentrant lock in one round trip.
 func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, lockUnlock, []string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
+	return unlockScript(ctx, c, lockUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
 		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
 }
 
@@ -122,7 +122,7 @@ type Handoff struct {
 // HandoffLock releases From's last hold and grants To in one atomic step.
 func HandoffLock(ctx context.Context, c Client, a HandoffArgs) (Handoff, error) {
 	res, err := lockHandoff.evalOnce(ctx, c,
-		[]string{a.Name, UnlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
+		[]string{a.Name, unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
 		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL))
 	if err != nil {
 		return Handoff{}, err

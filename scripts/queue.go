@@ -61,8 +61,8 @@ func DelayQueueKey(name string) string { return prefixed(delayQueuePrefix, name)
 // DelayChannel carries the due time (ms) of a new earliest item.
 func DelayChannel(name string) string { return prefixed(delayChannelPrefix, name) }
 
-// RequestKey is the marker of one request on object name.
-func RequestKey(name, requestID string) string {
+// requestKey is the marker of one request on object name.
+func requestKey(name, requestID string) string {
 	return prefixed(requestPrefix, name) + ":" + requestID
 }
 
@@ -76,23 +76,6 @@ func DelayMember(id [8]byte, value []byte) string {
 	b = append(b, id[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(value)))
 	return string(append(b, value...))
-}
-
-// DelayMemberValue decodes a member written by DelayMember (or Redisson).
-func DelayMemberValue(member string) ([]byte, error) {
-	if len(member) < 1 {
-		return nil, errors.New("scripts: empty delayed-queue member")
-	}
-	idLen := int(member[0])
-	if len(member) < 1+idLen+8 {
-		return nil, errors.New("scripts: short delayed-queue member")
-	}
-	n := binary.LittleEndian.Uint64([]byte(member[1+idLen : 1+idLen+8]))
-	rest := member[1+idLen+8:]
-	if n > uint64(len(rest)) {
-		return nil, errors.New("scripts: truncated delayed-queue member")
-	}
-	return []byte(rest[:n]), nil
 }
 
 // OfferArgs describes one delayed offer.
@@ -111,7 +94,7 @@ type OfferArgs struct {
 // it with the same arguments when its outcome is unknown.
 func OfferDelayed(ctx context.Context, c Client, a OfferArgs) (bool, error) {
 	res, err := queueOffer.evalOnce(ctx, c,
-		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), RequestKey(a.Name, a.RequestID)},
+		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), requestKey(a.Name, a.RequestID)},
 		a.Member, max(ms(a.Delay), 0), DelayChannel(a.Name), ms(a.MarkerTTL))
 	if err != nil {
 		return false, err
@@ -180,7 +163,7 @@ func ContainsDelayed(ctx context.Context, c Client, name string, value []byte) (
 // with the same request id return the first result.
 func RemoveDelayed(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) (bool, error) {
 	res, err := queueDelayedRemove.evalOnce(ctx, c,
-		[]string{DelayTimeoutKey(name), DelayQueueKey(name), RequestKey(name, requestID)},
+		[]string{DelayTimeoutKey(name), DelayQueueKey(name), requestKey(name, requestID)},
 		value, ms(markerTTL))
 	if err != nil {
 		return false, err
@@ -191,7 +174,7 @@ func RemoveDelayed(ctx context.Context, c Client, name string, value []byte, req
 // Push appends value to list name; re-attempts with the same request id
 // never push twice. It reports false when an earlier attempt had pushed.
 func Push(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) (bool, error) {
-	res, err := queuePush.evalOnce(ctx, c, []string{name, RequestKey(name, requestID)}, value, ms(markerTTL))
+	res, err := queuePush.evalOnce(ctx, c, []string{name, requestKey(name, requestID)}, value, ms(markerTTL))
 	if err != nil {
 		return false, err
 	}
@@ -201,7 +184,7 @@ func Push(ctx context.Context, c Client, name string, value []byte, requestID st
 // GiveBack puts value back at the head of list name, where a pop took it
 // from; re-attempts with the same request id never push twice.
 func GiveBack(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) error {
-	_, err := queueGiveBack.evalOnce(ctx, c, []string{name, RequestKey(name, requestID)}, value, ms(markerTTL))
+	_, err := queueGiveBack.evalOnce(ctx, c, []string{name, requestKey(name, requestID)}, value, ms(markerTTL))
 	return err
 }
 

@@ -56,7 +56,7 @@ func grantScript(ctx context.Context, c Client, s script, keys []string, args ..
 
 // UnlockRead releases read holds; Released means the lock became free.
 func UnlockRead(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, rwReadUnlock, []string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
+	return unlockScript(ctx, c, rwReadUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
 		a.Owner, a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
 		RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name))
 }
@@ -64,7 +64,7 @@ func UnlockRead(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 // UnlockWrite releases write holds; Released means the lock became free
 // (not when the writer still reads: a downgrade).
 func UnlockWrite(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, rwWriteUnlock, []string{a.Name, UnlockLatchKey(a.Name, a.RequestID)},
+	return unlockScript(ctx, c, rwWriteUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
 		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
 }
 

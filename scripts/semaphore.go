@@ -88,7 +88,7 @@ type Marked struct {
 // AcquirePermits takes n permits of semaphore name if available. It reports
 // whether they were taken and the count after (or available, if not).
 func AcquirePermits(ctx context.Context, c Client, name string, n int64, m Marked) (bool, int64, error) {
-	res, err := semaphoreAcquire.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, n, ms(m.TTL))
+	res, err := semaphoreAcquire.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, ms(m.TTL))
 	if err != nil {
 		return false, 0, err
 	}
@@ -102,7 +102,7 @@ func AcquirePermits(ctx context.Context, c Client, name string, n int64, m Marke
 // AddPermits adds n permits (negative: removes) to semaphore name, tells
 // waiters the new count and returns it.
 func AddPermits(ctx context.Context, c Client, name string, n int64, m Marked) (int64, error) {
-	res, err := semaphoreAdd.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, n, SemaphoreChannel(name), ms(m.TTL))
+	res, err := semaphoreAdd.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, SemaphoreChannel(name), ms(m.TTL))
 	if err != nil {
 		return 0, err
 	}
@@ -115,7 +115,7 @@ func AddPermits(ctx context.Context, c Client, name string, n int64, m Marked) (
 
 // TrySetPermits sets semaphore name's permits to n unless already set.
 func TrySetPermits(ctx context.Context, c Client, name string, n int64, m Marked) (bool, error) {
-	res, err := semaphoreTrySet.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, n, SemaphoreChannel(name), ms(m.TTL))
+	res, err := semaphoreTrySet.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, SemaphoreChannel(name), ms(m.TTL))
 	if err != nil {
 		return false, err
 	}
@@ -125,7 +125,7 @@ func TrySetPermits(ctx context.Context, c Client, name string, n int64, m Marked
 // DrainPermits takes every available permit of semaphore name and returns
 // how many.
 func DrainPermits(ctx context.Context, c Client, name string, m Marked) (int64, error) {
-	res, err := semaphoreDrain.evalOnce(ctx, c, []string{name, RequestKey(name, m.RequestID)}, ms(m.TTL))
+	res, err := semaphoreDrain.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, ms(m.TTL))
 	if err != nil {
 		return 0, err
 	}
@@ -200,7 +200,7 @@ func ReleaseExpirablePermits(ctx context.Context, c Client, name string, ids []s
 		}
 		args = append(args, raw)
 	}
-	res, err := semaphoreExpirableRelease.evalOnce(ctx, c, permitKeys(name, RequestKey(name, m.RequestID)), args...)
+	res, err := semaphoreExpirableRelease.evalOnce(ctx, c, permitKeys(name, requestKey(name, m.RequestID)), args...)
 	if err != nil {
 		return PermitRelease{}, err
 	}

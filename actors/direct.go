@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// The direct Redis calls of the queues and semaphores that both an actor
+// (answering a message, undoing what nobody took) and package actorlock
+// (through Handle) make. Each is safe to re-attempt, and is re-attempted
+// while its outcome is unknown; ctx bounds it.
+
+// push appends value to list name; requestID marks it so that a
+// re-attempt cannot push twice.
+func (e *Env) push(ctx context.Context, name string, value []byte, requestID string) error {
+	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+		_, err := scripts.Push(ctx, e.Redis, name, value, requestID, e.CallTimeout)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("actorlock: offer to %q: %w", name, err)
+	}
+	return nil
+}
+
+// giveBack puts v back at the head of list name (an item popped for a
+// taker that has gone); requestID marks it.
+func (e *Env) giveBack(ctx context.Context, name string, v []byte, requestID string) error {
+	return retryUnknown(ctx, func(ctx context.Context, _ int) error {
+		return scripts.GiveBack(ctx, e.Redis, name, v, requestID, e.CallTimeout)
+	})
+}
+
+// offerDelayed stores a delayed item: the script is idempotent on the
+// member's random id (and a marker covers items that could be moved out
+// before a re-attempt), so an offer takes effect exactly once. go-redis
+// itself never replays it.
+func (e *Env) offerDelayed(ctx context.Context, args scripts.OfferArgs) error {
+	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+		_, err := scripts.OfferDelayed(ctx, e.Redis, args)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("actorlock: offer to delayed queue %q: %w", args.Name, err)
+	}
+	return nil
+}
+
+// releasePermits adds n permits back to semaphore name.
+func (e *Env) releasePermits(ctx context.Context, name string, n int64, mark scripts.Marked) error {
+	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+		_, err := scripts.AddPermits(ctx, e.Redis, name, n, mark)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("actorlock: release %d permits of %q: %w", n, name, err)
+	}
+	return nil
+}
+
+// releasePermit releases permits ids of permit-expirable semaphore name:
+// every one still recorded returns to the pool; ErrPermitExpired when any
+// had run out of lease or was not held, ErrInvalidArgument for a malformed
+// id (checked before anything is released).
+func (e *Env) releasePermit(ctx context.Context, name string, ids []string, mark scripts.Marked) error {
+	if err := ValidatePermitIDs(ids); err != nil {
+		return err
+	}
+	var res scripts.PermitRelease
+	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+		res, err = scripts.ReleaseExpirablePermits(ctx, e.Redis, name, ids, mark)
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("actorlock: release permits %q of %q: %w", ids, name, err)
+	case res.Expired+res.Unknown > 0:
+		return fmt.Errorf("%w: permits %q of %q: %d had expired, %d were not held, %d released in time",
+			ErrPermitExpired, ids, name, res.Expired, res.Unknown, res.Released)
+	}
+	return nil
+}
+
+// randomID is 8 random bytes (a delayed item's id).
+func randomID() [8]byte {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return b
+}
+
+// newPermitID is a permit id as Redisson makes them: 16 random bytes, hex.
+func newPermitID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,269 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
+// The direct Redis calls of package actorlock's queues, semaphores and
+// latches: what needs no actor (nothing waits) runs on the caller's
+// goroutine, through these methods, so that the Redis client, the call
+// timeout and the retry rules stay here.
+
+// SendPrimitive sends a Go command of the queues, semaphores and latches
+// (DelayedOpen, Take, SemAcquire, Await, their cancels) to the actor that
+// routes them.
+func (h *Handle) SendPrimitive(msg any) { h.env.System.Root.Send(h.env.primitives, msg) }
+
+// CallTimeout bounds one Redis call, its re-attempts included.
+func (h *Handle) CallTimeout() time.Duration { return h.env.CallTimeout }
+
+// marked runs a script call that a request marker makes safe to repeat:
+// bounded by the call timeout, which is also how long the marker lives (a
+// re-attempt must never outlive the marker that makes it safe), and
+// re-attempted while its outcome is unknown. Its error says what it did to
+// name.
+func marked[T any](ctx context.Context, h *Handle, what, name string, call func(context.Context, scripts.Marked) (T, error)) (T, error) {
+	env := h.env
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
+	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
+	var res T
+	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+		res, err = call(ctx, mark)
+		return err
+	})
+	if err != nil {
+		return res, fail(what, name, err)
+	}
+	return res, nil
+}
+
+// once runs a call that is never re-attempted (a read, or a take whose
+// lost reply loses the item: a re-attempt would take a second one).
+func once[T any](ctx context.Context, what, name string, call func(context.Context) (T, error)) (T, error) {
+	res, err := call(ctx)
+	if err != nil {
+		return res, fail(what, name, err)
+	}
+	return res, nil
+}
+
+func fail(what, name string, err error) error {
+	return fmt.Errorf("actorlock: %s %q: %w", what, name, err)
+}
+
+// bounded bounds a call by the call timeout.
+func (h *Handle) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, h.env.CallTimeout)
+}
+
+// detached bounds giving back what a caller who has gone obtained: it must
+// complete even though the caller's context has ended.
+func (h *Handle) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), h.env.CallTimeout)
+}
+
+// Push appends payload to list name, exactly once.
+func (h *Handle) Push(ctx context.Context, name string, payload []byte) error {
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
+	return h.env.push(ctx, name, payload, h.env.NewRequestID())
+}
+
+// Pop takes the head of list name, if any.
+func (h *Handle) Pop(ctx context.Context, name string) ([]byte, bool, error) {
+	r, err := once(ctx, "poll", name, func(ctx context.Context) (popped, error) {
+		v, ok, err := scripts.Pop(ctx, h.env.Redis, name)
+		return popped{v, ok}, err
+	})
+	return r.value, r.ok, err
+}
+
+type popped struct {
+	value []byte
+	ok    bool
+}
+
+// GiveBackItem puts v back at the head of list name: a cancelled Take
+// obtained it. Failures are logged: the caller has gone.
+func (h *Handle) GiveBackItem(ctx context.Context, name string, v []byte) {
+	ctx, cancel := h.detached(ctx)
+	defer cancel()
+	if err := h.env.giveBack(ctx, name, v, h.env.NewRequestID()); err != nil {
+		h.env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", name, "error", err)
+	}
+}
+
+// Len is the length of list name.
+func (h *Handle) Len(ctx context.Context, name string) (int64, error) {
+	return once(ctx, "queue length", name, func(ctx context.Context) (int64, error) {
+		return h.env.Redis.LLen(ctx, name).Result()
+	})
+}
+
+// OfferDelayed stores payload in delayed queue name, due after delay,
+// exactly once.
+func (h *Handle) OfferDelayed(ctx context.Context, name string, payload []byte, delay time.Duration) error {
+	env := h.env
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
+	return env.offerDelayed(ctx, scripts.OfferArgs{
+		Name: name, Member: scripts.DelayMember(randomID(), payload), Delay: delay,
+		RequestID: env.NewRequestID(), MarkerTTL: env.CallTimeout,
+	})
+}
+
+// DelayedLen is how many items of delayed queue name wait to be due.
+func (h *Handle) DelayedLen(ctx context.Context, name string) (int64, error) {
+	return once(ctx, "delayed queue length", name, func(ctx context.Context) (int64, error) {
+		return h.env.Redis.LLen(ctx, scripts.DelayQueueKey(name)).Result()
+	})
+}
+
+// ContainsDelayed reports whether an item equal to payload waits in delayed
+// queue name.
+func (h *Handle) ContainsDelayed(ctx context.Context, name string, payload []byte) (bool, error) {
+	return once(ctx, "delayed queue contains", name, func(ctx context.Context) (bool, error) {
+		return scripts.ContainsDelayed(ctx, h.env.Redis, name, payload)
+	})
+}
+
+// RemoveDelayed removes the oldest waiting item equal to payload.
+func (h *Handle) RemoveDelayed(ctx context.Context, name string, payload []byte) (bool, error) {
+	return marked(ctx, h, "delayed queue remove", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
+		return scripts.RemoveDelayed(ctx, h.env.Redis, name, payload, m.RequestID, m.TTL)
+	})
+}
+
+// PollDelayed takes the oldest waiting item, due or not.
+func (h *Handle) PollDelayed(ctx context.Context, name string) ([]byte, bool, error) {
+	r, err := once(ctx, "delayed queue poll", name, func(ctx context.Context) (popped, error) {
+		v, ok, err := scripts.PollDelayed(ctx, h.env.Redis, name)
+		return popped{v, ok}, err
+	})
+	return r.value, r.ok, err
+}
+
+// ClearDelayed removes every waiting item of delayed queue name.
+func (h *Handle) ClearDelayed(ctx context.Context, name string) error {
+	_, err := once(ctx, "delayed queue clear", name, func(ctx context.Context) (int64, error) {
+		return h.env.Redis.Del(ctx, scripts.DelayTimeoutKey(name), scripts.DelayQueueKey(name)).Result()
+	})
+	return err
+}
+
+// TrySetPermits sets semaphore name's permits if they were never set.
+func (h *Handle) TrySetPermits(ctx context.Context, name string, permits int64) (bool, error) {
+	return marked(ctx, h, "semaphore set permits", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
+		return scripts.TrySetPermits(ctx, h.env.Redis, name, permits, m)
+	})
+}
+
+// AddPermits adds permits (negative: removes them) to semaphore name.
+func (h *Handle) AddPermits(ctx context.Context, name string, permits int64) error {
+	_, err := marked(ctx, h, "semaphore add permits", name, func(ctx context.Context, m scripts.Marked) (int64, error) {
+		return scripts.AddPermits(ctx, h.env.Redis, name, permits, m)
+	})
+	return err
+}
+
+// DrainPermits takes every available permit of semaphore name.
+func (h *Handle) DrainPermits(ctx context.Context, name string) (int64, error) {
+	return marked(ctx, h, "semaphore drain", name, func(ctx context.Context, m scripts.Marked) (int64, error) {
+		return scripts.DrainPermits(ctx, h.env.Redis, name, m)
+	})
+}
+
+// ReleasePermits gives n permits back to semaphore name, exactly once.
+func (h *Handle) ReleasePermits(ctx context.Context, name string, n int64) error {
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
+	return h.env.releasePermits(ctx, name, n, scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout})
+}
+
+// ReleasePermit gives permits ids of permit-expirable semaphore name back:
+// ErrPermitExpired if any was not held, ErrInvalidArgument (releasing
+// nothing) for a malformed id.
+func (h *Handle) ReleasePermit(ctx context.Context, name string, ids []string) error {
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
+	return h.env.releasePermit(ctx, name, ids, scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout})
+}
+
+// GiveBackPermits releases permits a cancelled acquisition obtained (ids
+// for a permit-expirable semaphore, else n). Failures are logged: the
+// caller has gone.
+func (h *Handle) GiveBackPermits(ctx context.Context, name string, expirable bool, n int64, ids []string) {
+	ctx, cancel := h.detached(ctx)
+	defer cancel()
+	mark := scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout}
+	var err error
+	if expirable {
+		err = h.env.releasePermit(ctx, name, ids, mark)
+	} else {
+		err = h.env.releasePermits(ctx, name, n, mark)
+	}
+	if err != nil {
+		h.env.Log.Error("actorlock: could not give back permits a cancelled Acquire obtained", "semaphore", name, "error", err)
+	}
+}
+
+// UpdatePermitLease gives held permit id of semaphore name a new lease, and
+// reports whether it was held. ErrInvalidArgument for a malformed id.
+func (h *Handle) UpdatePermitLease(ctx context.Context, name, id string, lease time.Duration) (bool, error) {
+	if err := ValidatePermitIDs([]string{id}); err != nil {
+		return false, err
+	}
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
+	return once(ctx, "semaphore update lease", name, func(ctx context.Context) (bool, error) {
+		_, held, err := scripts.UpdatePermitLease(ctx, h.env.Redis, name, id, lease)
+		return held, err
+	})
+}
+
+// AvailableExpirablePermits is permit-expirable semaphore name's available
+// permits, expired ones returned to the pool first.
+func (h *Handle) AvailableExpirablePermits(ctx context.Context, name string) (int64, error) {
+	return once(ctx, "semaphore available", name, func(ctx context.Context) (int64, error) {
+		return scripts.AvailableExpirablePermits(ctx, h.env.Redis, name)
+	})
+}
+
+// Count reads the integer at key name (a semaphore's permits, a latch's
+// count): 0 when there is none.
+func (h *Handle) Count(ctx context.Context, what, name string) (int64, error) {
+	return once(ctx, what, name, func(ctx context.Context) (int64, error) {
+		n, err := h.env.Redis.Get(ctx, name).Int64()
+		if scripts.IsNil(err) {
+			return 0, nil
+		}
+		return n, err
+	})
+}
+
+// TrySetLatchCount sets latch name's count if it has none.
+func (h *Handle) TrySetLatchCount(ctx context.Context, name string, count int64) (bool, error) {
+	return marked(ctx, h, "latch set count", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
+		return scripts.TrySetLatchCount(ctx, h.env.Redis, name, count, m)
+	})
+}
+
+// CountDown decrements latch name's count, exactly once.
+func (h *Handle) CountDown(ctx context.Context, name string) error {
+	_, err := marked(ctx, h, "latch count down", name, func(ctx context.Context, m scripts.Marked) (int64, error) {
+		return scripts.CountDownLatch(ctx, h.env.Redis, name, m)
+	})
+	return err
+}
+
+// DeleteLatch deletes latch name and reports whether it existed.
+func (h *Handle) DeleteLatch(ctx context.Context, name string) (bool, error) {
+	return marked(ctx, h, "latch delete", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
+		return scripts.DeleteLatch(ctx, h.env.Redis, name, m)
+	})
+}

@@ -1,0 +1,45 @@
+package actorlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/actorlock/actorlock/actors"
+)
+
+// primitive is what the queue, semaphore and latch handles share: a name
+// checked once, and the runtime.
+type primitive struct {
+	rt   *Runtime
+	name string
+	err  error // a bad name, reported by every method
+}
+
+func (rt *Runtime) primitive(name string) primitive {
+	name = rt.mapName(name)
+	return primitive{rt: rt, name: name, err: actors.ValidateName(name)}
+}
+
+// Name is the object's name, which is also its Redis key.
+func (o *primitive) Name() string { return o.name }
+
+// check reports what makes a call impossible before anything is sent.
+func (o *primitive) check(ctx context.Context) error { return o.rt.check(ctx, o.err) }
+
+// redis is where the handle's direct Redis calls run.
+func (o *primitive) redis() *actors.Handle { return o.rt.actors }
+
+// send sends a Go command to the primitive's actor.
+func (o *primitive) send(msg any) { o.rt.actors.SendPrimitive(msg) }
+
+func (o *primitive) fail(op string, err error) error {
+	return fmt.Errorf("actorlock: %s %q: %w", op, o.name, err)
+}
+
+func nonNegative(what string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: negative %s %v", ErrInvalidArgument, what, d)
+	}
+	return nil
+}
