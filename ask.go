@@ -27,7 +27,7 @@ func (rt *Runtime) check(ctx context.Context, errs ...error) error {
 
 // ask is the round trip of a Go caller with an actor of the runtime: it
 // sends what msg builds around a reply channel (through send: the lock
-// manager or the services actor) and waits for the one reply. It returns
+// manager or the primitives actor) and waits for the one reply. It returns
 // ErrClosed if the runtime closes first. If ctx ends first it returns ctx's
 // error; when cancel is not nil it is sent, and the reply the actor still
 // owes is taken and handed to giveBack (when not nil): a result that won

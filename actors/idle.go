@@ -7,9 +7,9 @@ import (
 
 // idleness is a child's side of the idle handshake: while the child is idle
 // a timer runs; when it fires (still idle, nothing routed since) the child
-// reports to the services actor, which stops it unless more was routed.
+// reports to the primitives actor, which stops it unless more was routed.
 type idleness struct {
-	key      SvcKey
+	key      primitiveKey
 	routed   uint64
 	reported bool
 	seq      uint64
@@ -18,9 +18,9 @@ type idleness struct {
 
 type idleDue struct{ seq uint64 }
 
-// note counts a message the services actor routed here.
+// note counts a message the primitives actor routed here.
 func (i *idleness) note(msg any) {
-	if isSvcRouted(msg) {
+	if isPrimitiveRouted(msg) {
 		i.routed++
 		i.reported = false
 	}

@@ -160,9 +160,9 @@ func senderRequestID(env *Env, from *actor.PID, requestID string) string {
 	return env.RuntimeID + ":" + pidKey(from) + ":" + requestID
 }
 
-// isSvcRouted tells a child which messages the primitives actor counted
+// isPrimitiveRouted tells a child which messages the primitives actor counted
 // when forwarding them (the idle handshake compares the counts).
-func isSvcRouted(msg any) bool {
+func isPrimitiveRouted(msg any) bool {
 	switch msg.(type) {
 	case primitiveRouted, *messages.OfferRequest, *messages.TakeRequest,
 		*messages.SemaphoreAcquireRequest, *messages.CancelWaitRequest:

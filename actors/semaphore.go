@@ -51,7 +51,7 @@ func ValidatePermitIDs(ids []string) error {
 // obtains for a request that has gone are given back.
 type semaphoreActor struct {
 	env       *Env
-	key       SvcKey
+	key       primitiveKey
 	expirable bool
 	self      *actor.PID
 	timers    *scheduler.TimerScheduler
@@ -105,9 +105,9 @@ type (
 	semDeadline  struct{ r *semReq }
 )
 
-func newSemaphoreActor(env *Env, key SvcKey) *semaphoreActor {
+func newSemaphoreActor(env *Env, key primitiveKey) *semaphoreActor {
 	return &semaphoreActor{
-		env: env, key: key, expirable: key.Kind == SvcExpirable,
+		env: env, key: key, expirable: key.Kind == primExpirable,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		idle:    idleness{key: key},
 		topic:   Topic(scripts.SemaphoreChannel(key.Name)),
@@ -275,7 +275,7 @@ func undoAcquire(env *Env, name string, expirable bool, r *semReq) {
 		defer cancel()
 		var err error
 		if expirable {
-			err = ReleasePermit(ctx, env, name, r.permitIDs, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+			err = env.releasePermit(ctx, name, r.permitIDs, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
 			if err != nil && !isPermitExpired(err) {
 				env.Log.Error("actorlock: could not give back a permit nobody took", "semaphore", name, "error", err)
 			}
@@ -287,7 +287,7 @@ func undoAcquire(env *Env, name string, expirable bool, r *semReq) {
 			return err
 		})
 		if err == nil && taken {
-			err = ReleasePermits(ctx, env, name, r.n, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
+			err = env.releasePermits(ctx, name, r.n, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
 		}
 		if err != nil {
 			env.Log.Error("actorlock: could not give back permits nobody took", "semaphore", name, "error", err)

@@ -349,7 +349,7 @@ func TestDelayedQueueSurvivesLostPublishes(t *testing.T) {
 	})
 }
 
-// actorlockSafetyInterval mirrors actors.SafetyInterval (the mover's safety
+// actorlockSafetyInterval mirrors the actors package's safetyInterval (the mover's safety
 // tick), which the test asserts as a bound.
 const actorlockSafetyInterval = 2 * time.Second
 
