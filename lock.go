@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/messages"
@@ -82,7 +83,7 @@ func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, er
 	return l.acquire(ctx, true, opts)
 }
 
-func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*Held, error) {
+func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *Held, err error) {
 	ac, err := acquireOptions(opts)
 	if err := l.check(ctx, err); err != nil {
 		return nil, err
@@ -96,17 +97,20 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 	if owner == "" {
 		owner = rt.newOwner()
 	}
+	actx, obs := rt.tel.startAcquire(ctx, kindOf(l.key.Kind), l.key.Name, !try && !(ac.waitSet && ac.wait == 0), ac.waitSet && ac.wait > 0)
+	defer func() { obs.end(err, owner, tokenOf(held)) }()
 	// The Held's context keeps ctx's values but not its cancellation: it
 	// ends when the hold does. It names the owner, for re-entries.
 	heldCtx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), l.holdKey(), owner))
+	track := rt.tel.track(end)
 	cmd := &actors.Acquire{
 		Key: l.key, Owner: owner, ID: id, Lease: ac.lease,
-		TryOnce: try || (ac.waitSet && ac.wait == 0), End: end,
+		TryOnce: try || (ac.waitSet && ac.wait == 0), End: track.end, Span: trace.SpanContextFromContext(actx),
 	}
 	if ac.waitSet && ac.wait > 0 {
 		cmd.Deadline = time.Now().Add(ac.wait)
 	}
-	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
+	res, err := ask(actx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
 		&actors.Cancel{Key: l.key, ID: id},
 		func(won actors.AcquireResult) {
 			// Released before returning, so that the caller, told it holds
@@ -128,10 +132,12 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 		}
 		return nil, res.Err
 	}
-	return &Held{
+	h := &Held{
 		lock: l, owner: owner, id: id, token: res.Token, lease: res.HolderTTL,
-		ctx: heldCtx, end: end, unlockID: rt.actors.NewRequestID(),
-	}, nil
+		ctx: heldCtx, end: track.end, unlockID: rt.actors.NewRequestID(),
+	}
+	track.started(h, obs.kind, time.Since(obs.start))
+	return h, nil
 }
 
 // check reports what makes a call impossible before anything is sent.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -122,6 +123,8 @@ type request struct {
 	goID  uint64 // Go caller
 	end   context.CancelCauseFunc
 	reply chan<- AcquireResult
+	span  trace.SpanContext // Go caller's span (observe.go)
+	met   bool              // it met another owner (a hand-off through Redis when granted)
 
 	from    *actor.PID // actor caller
 	protoID string
@@ -216,6 +219,7 @@ type op struct {
 	giveUpAt  time.Time
 	onRelease func(ReleaseResult)
 	onForce   chan<- ForceUnlockResult
+	span      trace.SpanContext // release: the Go caller's span
 }
 
 func (o *op) reply(res ReleaseResult) {
@@ -322,7 +326,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *Acquire:
 		a.admit(ctx, &request{
 			key: reqKey{id: strconv.FormatUint(m.ID, 10)}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
-			deadline: m.Deadline, tryOnce: m.TryOnce, goID: m.ID, end: m.End, reply: m.Reply,
+			deadline: m.Deadline, tryOnce: m.TryOnce, goID: m.ID, end: m.End, reply: m.Reply, span: m.Span,
 		})
 	case *messages.AcquireRequest:
 		a.admitMessage(ctx, m)
@@ -372,7 +376,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *RenewGone:
 		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
-			a.lost(ctx, h, "the lock is gone from Redis (deleted, expired or taken by another owner)")
+			a.lost(ctx, h, LossGone, "the lock is gone from Redis (deleted, expired or taken by another owner)")
 		}
 	case *actor.Terminated:
 		a.ownerStopped(ctx, m)
@@ -506,7 +510,7 @@ func (a *lockActor) releaseGo(m *Release) {
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 		return
 	}
-	a.queueRelease(h, g, m.RequestID, reply)
+	a.queueRelease(h, g, m.RequestID, reply).span = m.Span
 }
 
 // releaseMessage releases a hold of the owner of the token the request
@@ -547,12 +551,14 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 
 // queueRelease takes grant g out of hold h (the watchdog stops renewing it
 // now, so no renewal outlives the unlock) and queues its release in Redis.
-func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func(ReleaseResult)) {
+func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func(ReleaseResult)) *op {
 	if g.watchdog {
 		h.watchdogs--
 	}
 	a.syncRenewal(h)
-	a.ops = append(a.ops, &op{kind: opRelease, owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, onRelease: reply})
+	o := &op{kind: opRelease, owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, onRelease: reply}
+	a.ops = append(a.ops, o)
+	return o
 }
 
 // cancelMessage cancels a pending AcquireRequest of the owner of the token
@@ -725,8 +731,9 @@ func (a *lockActor) acquireCall(r *request, seen int64) func(ctx context.Context
 		Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
 	}
 	env, wait, enqueue, write := a.env, a.env.FairWait, !r.tryOnce, r.write()
-	fam := a.fam
+	fam, span := a.fam, r.span
 	return func(ctx context.Context, retry bool) (g scripts.Grant, acked int64, err error) {
+		ctx = withSpan(ctx, span)
 		if retry {
 			args.Seen = seen
 		}
@@ -786,8 +793,9 @@ func (a *lockActor) releaseCall(o *op) func(ctx context.Context, retry bool) (sc
 	if o.req != nil {
 		next = scripts.AcquireArgs{Owner: o.req.owner, Lease: o.req.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
 	}
-	env, wait, fam, write := a.env, a.env.FairWait, a.fam, o.write
+	env, wait, fam, write, span := a.env, a.env.FairWait, a.fam, o.write, o.span
 	return func(ctx context.Context, retry bool) (u scripts.Unlock, g scripts.Grant, acked int64, err error) {
+		ctx = withSpan(ctx, span)
 		rdb, ack := env.scriptClient()
 		switch {
 		case fam == famFair:
@@ -890,12 +898,15 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 		if a.holds[r.owner] == nil {
 			a.handoffs = 0
 		}
+		if r.met {
+			a.env.Observe.handoff(a.key, "", r.owner, false)
+		}
 		a.granted(ctx, r, g, d.sentAt)
 		return
 	}
 	if h := a.holds[r.owner]; h != nil && !a.upgrade(r) {
 		// A re-entry found another owner in Redis: this hold is gone.
-		a.lost(ctx, h, "the lock is held by another owner")
+		a.lost(ctx, h, LossTaken, "the lock is held by another owner")
 	}
 	if r.answered {
 		a.leaveIfQueued(r, !r.tryOnce)
@@ -923,6 +934,7 @@ func (a *lockActor) attempted(ctx actor.Context, d *opDone) {
 	// the head waits out the holder's TTL for a free lock.
 	a.headReady = a.wakes != d.op.wakes
 	a.contended = true
+	r.met = true
 	a.armRetry(g.HolderTTL)
 }
 
@@ -1018,6 +1030,7 @@ func (a *lockActor) releasedTo(ctx actor.Context, next *request, d *opDone) {
 	case d.next.Acquired && a.env.unsynced(d.acked):
 		a.unconfirmed(ctx, next, d.next, d.acked)
 	case d.next.Acquired:
+		a.env.Observe.handoff(a.key, d.op.owner, next.owner, true)
 		a.handoffs++
 		a.granted(ctx, next, d.next, d.sentAt)
 	case a.fam == famFair:
@@ -1082,9 +1095,9 @@ func (a *lockActor) stillHeld(ctx actor.Context, h *hold, o *op) int64 {
 func (a *lockActor) releasedLost(ctx actor.Context, o *op, h *hold) {
 	const reason = "the lock expired or was taken before it was unlocked"
 	if h != nil {
-		a.lost(ctx, h, reason)
+		a.lost(ctx, h, LossGone, reason)
 	}
-	a.endGrant(o.grant, lostError(reason))
+	a.endGrant(o.grant, lossOf(LossGone, reason))
 	o.reply(ReleaseResult{Err: errors.Join(lostError(reason), ErrNotOwner)})
 }
 
@@ -1165,7 +1178,7 @@ func (a *lockActor) forced(ctx actor.Context, d *opDone) {
 	if d.err == nil && d.done {
 		for _, h := range a.holds {
 			if a.fam != famRW || (h.writes > 0) == d.op.write {
-				a.lost(ctx, h, "the lock was force-unlocked")
+				a.lost(ctx, h, LossGone, "the lock was force-unlocked")
 			}
 		}
 		a.headReady = true
@@ -1256,8 +1269,8 @@ func (a *lockActor) dropHold(ctx actor.Context, h *hold) {
 }
 
 // lost ends every grant of h with ErrLost and tells an owner actor.
-func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
-	err := lostError(reason)
+func (a *lockActor) lost(ctx actor.Context, h *hold, why LossReason, reason string) {
+	err := lossOf(why, reason)
 	var token int64
 	for _, g := range h.grants {
 		a.endGrant(g, err)
@@ -1307,11 +1320,11 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 	now := time.Now()
 	for _, h := range a.holds {
 		if !now.Before(h.validUntil) {
-			reason := "the lease expired"
+			why, reason := LossLocalDeadline, "the lease expired"
 			if h.watchdogs > 0 {
-				reason = "the lease expired before the watchdog could renew it"
+				why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
 			}
-			a.lost(ctx, h, reason)
+			a.lost(ctx, h, why, reason)
 			a.giveBackHold(h)
 		}
 	}
