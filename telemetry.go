@@ -87,6 +87,7 @@ var durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
 type telemetry struct {
 	tracer  trace.Tracer
 	tracing bool // a TracerProvider was given: spans are started
+	metered bool // a MeterProvider was given
 
 	acquireDur metric.Float64Histogram
 	holdDur    metric.Float64Histogram
@@ -119,6 +120,7 @@ func newTelemetry(cfg *config) (*telemetry, error) {
 		t.tracer = tp.Tracer(instrumentation)
 	}
 	mp := cfg.meterProvider
+	t.metered = mp != nil
 	if mp == nil {
 		mp = metricnoop.NewMeterProvider()
 	}
@@ -209,12 +211,12 @@ func (t *telemetry) close(ctx context.Context) error {
 
 // observer is what the actors report through.
 func (t *telemetry) observer() actors.Observer {
-	return actors.Observer{
-		Handoff:       t.handoff,
-		RenewalFailed: t.renewalFailed,
-		QueueLateness: t.queueLateness,
-		ScriptCall:    t.scriptCall,
+	o := actors.Observer{Handoff: t.handoff, RenewalFailed: t.renewalFailed, QueueLateness: t.queueLateness}
+	if t.metered {
+		// Counted through a context value: without metrics, none is set.
+		o.ScriptCall = t.scriptCall
 	}
+	return o
 }
 
 func (t *telemetry) handoff(key actors.LockKey, from, to string, local bool) {

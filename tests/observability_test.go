@@ -496,6 +496,19 @@ func TestEventsAcquiredReleasedGaveUpHandedOff(t *testing.T) {
 	require.Eventually(t, func() bool { return len(log.of(actorlock.EventReleased, "e:f")) == 2 }, 5*time.Second, 10*time.Millisecond)
 	assert.Len(t, log.of(actorlock.EventAcquired, "e:f"), 2)
 	assert.Len(t, log.of(actorlock.EventAcquired, "e:a"), 1)
+
+	// Close releases what is held, and delivers the events before it
+	// returns.
+	c, err := rt.Lock("e:c").Acquire(ctx)
+	require.NoError(t, err)
+	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, rt.Close(closeCtx))
+	rels := log.of(actorlock.EventReleased, "e:c")
+	require.Len(t, rels, 1)
+	assert.ErrorIs(t, rels[0].Err, actorlock.ErrClosed)
+	assert.Equal(t, c.Token(), rels[0].Token)
+	assert.Empty(t, rt.Held())
 	assert.Zero(t, rt.DroppedEvents())
 }
 
