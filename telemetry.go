@@ -268,8 +268,11 @@ type acquireObs struct {
 func (t *telemetry) startAcquire(ctx context.Context, kind acqKind, name string, waiting, gaveUp bool) (context.Context, acquireObs) {
 	o := acquireObs{t: t, ctx: ctx, kind: kind, name: name, start: time.Now(), waiting: waiting, gaveUp: gaveUp}
 	if t.tracing {
-		ctx, o.span = t.tracer.Start(ctx, "actorlock.acquire", trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(attribute.String("actorlock.name", name), attribute.String("actorlock.kind", kindNames[kind])))
+		attrs := []attribute.KeyValue{attribute.String("actorlock.kind", kindNames[kind])}
+		if name != "" { // a MultiLock or RedLock: its members' spans name them
+			attrs = append(attrs, attribute.String("actorlock.name", name))
+		}
+		ctx, o.span = t.tracer.Start(ctx, "actorlock.acquire", trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 		o.ctx = ctx
 	}
 	if waiting {

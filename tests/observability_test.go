@@ -669,3 +669,40 @@ func TestObservabilityOptionsRefuseNil(t *testing.T) {
 		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
 	}
 }
+
+// A MultiLock's acquisition span is the parent of its members'.
+func TestTraceMultiLockSpanParentsItsMembers(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	_, _, rt := setup(t, actorlock.WithTracerProvider(tp), actorlock.WithWatchdog(obsLease))
+	ctx := ctxFor(t, 30*time.Second)
+
+	callerCtx, caller := tp.Tracer("test").Start(ctx, "caller")
+	g, err := actorlock.MultiLock(rt.Lock("t:m1"), rt.Lock("t:m2")).Acquire(callerCtx)
+	require.NoError(t, err)
+	require.NoError(t, g.Unlock(ctx))
+	caller.End()
+
+	var multi tracetest.SpanStub
+	members := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if s.Name != "actorlock.acquire" {
+			continue
+		}
+		switch spanAttr(s, "actorlock.kind").AsString() {
+		case "multi":
+			multi = s
+		case "lock":
+			members[spanAttr(s, "actorlock.name").AsString()] = s
+		}
+	}
+	require.True(t, multi.SpanContext.IsValid(), "a span for the MultiLock")
+	assert.Equal(t, caller.SpanContext().SpanID(), multi.Parent.SpanID())
+	assert.Equal(t, "acquired", spanAttr(multi, "actorlock.outcome").AsString())
+	require.Len(t, members, 2)
+	for name, s := range members {
+		assert.Equal(t, multi.SpanContext.SpanID(), s.Parent.SpanID(), "member %s", name)
+	}
+}
