@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actorlock/actorlock/actors"
 )
 
@@ -70,7 +72,12 @@ func (h *Held) Context() context.Context { return h.ctx }
 // if the lock was lost first, ErrClosed after Close, or a wrapped Redis error
 // (then call Unlock again: a retry cannot release twice). If ctx ends first,
 // Unlock returns ctx's error and the release still completes.
-func (h *Held) Unlock(ctx context.Context) error {
+func (h *Held) Unlock(ctx context.Context) (err error) {
+	if ctx == nil {
+		return h.check(ctx)
+	}
+	ctx, span := h.lock.rt.tel.startSpan(ctx, "actorlock.unlock", h.Name())
+	defer span.end(&err)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.check(ctx); err != nil {
@@ -78,7 +85,7 @@ func (h *Held) Unlock(ctx context.Context) error {
 	}
 	rt := h.lock.rt
 	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply}
+		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
 	}, nil, nil)
 	if err == nil {
 		err = res.Err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/messages"
@@ -82,7 +83,7 @@ func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, er
 	return l.acquire(ctx, true, opts)
 }
 
-func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*Held, error) {
+func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *Held, err error) {
 	ac, err := acquireOptions(opts)
 	if err := l.check(ctx, err); err != nil {
 		return nil, err
@@ -94,11 +95,16 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 	if owner == "" {
 		owner = l.rt.newOwner()
 	}
+	rt := l.rt
+	actx, obs := rt.tel.startAcquire(ctx, kindOf(l.key.Kind), l.key.Name, !try && !(ac.waitSet && ac.wait == 0), ac.waitSet && ac.wait > 0)
+	defer func() { obs.end(err, owner, tokenOf(held)) }()
 	// The Held's context keeps ctx's values but not its cancellation: it
 	// ends when the hold does. It names the owner, for re-entries.
 	heldCtx, end := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), l.holdKey(), owner))
-	cmd := l.acquireCommand(ac, try, owner, end)
-	res, err := ask(ctx, l.rt, l.rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
+	track := rt.tel.track(end)
+	cmd := l.acquireCommand(ac, try, owner, track.end)
+	cmd.Span = trace.SpanContextFromContext(actx)
+	res, err := ask(actx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
 		&actors.Cancel{Key: l.key, ID: cmd.ID}, func(won actors.AcquireResult) { l.giveBack(won, cmd) })
 	if err == nil {
 		err = res.Err
@@ -110,10 +116,12 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (*He
 		}
 		return nil, err
 	}
-	return &Held{
+	h := &Held{
 		lock: l, owner: owner, id: cmd.ID, token: res.Token, lease: res.HolderTTL,
-		ctx: heldCtx, end: end, unlockID: l.rt.actors.NewRequestID(),
-	}, nil
+		ctx: heldCtx, end: track.end, unlockID: rt.actors.NewRequestID(),
+	}
+	track.started(h, obs.kind, time.Since(obs.start))
+	return h, nil
 }
 
 // acquireCommand is the request of one acquisition by owner.

@@ -45,11 +45,13 @@ func (m *Multi) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHe
 	return m.acquire(ctx, true, opts)
 }
 
-func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (*GroupHeld, error) {
+func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
 	ac, err := groupOptions(ctx, m.err, try, opts)
 	if err != nil {
 		return nil, err
 	}
+	ctx, obs := m.members[0].lock.rt.tel.startAcquire(ctx, kindMulti, "", !try, ac.waitSet && ac.wait > 0)
+	defer func() { obs.end(err, "", 0) }()
 	var deadline time.Time
 	if ac.waitSet {
 		deadline = time.Now().Add(ac.wait)

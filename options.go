@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/internal/ext"
@@ -29,7 +31,11 @@ type config struct {
 	keyPrefix   string
 	// shardedPubSub: nil asks the cluster.
 	shardedPubSub *bool
-	err           error
+	// telemetry.go, events.go
+	meterProvider  metric.MeterProvider
+	tracerProvider trace.TracerProvider
+	events         func(Event)
+	err            error
 }
 
 func defaultConfig() config {
@@ -216,6 +222,47 @@ func WithReplicaSyncAttempts(n int) Option {
 // pub/sub works on any cluster. Every process sharing locks must agree.
 func WithShardedPubSub(on bool) Option {
 	return func(c *config) { c.shardedPubSub = &on }
+}
+
+// WithMeterProvider records the runtime's metrics (see the README's
+// "Observability": actorlock.acquire.duration, actorlock.held, ...) with
+// meters of mp. Default: none recorded (a no-op provider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) {
+		if mp == nil {
+			c.invalid("nil meter provider")
+		}
+		c.meterProvider = mp
+	}
+}
+
+// WithTracerProvider traces every Acquire, Unlock and queue Take and Offer
+// with a span of tp's tracer, child of the caller's span. Whether or not it
+// is given, the Redis calls made for a caller carry the caller's span (or
+// Acquire's) in their context, so a go-redis tracing hook on the client
+// nests its spans under it. Default: no spans.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) {
+		if tp == nil {
+			c.invalid("nil tracer provider")
+		}
+		c.tracerProvider = tp
+	}
+}
+
+// WithEvents calls fn with every Event of the runtime's locks: acquired,
+// released, lost (with the reason), renewal failed (with the error), handed
+// off, given up. Best effort: fn runs on one goroutine of the runtime, in
+// order, never holding up a lock operation; events that find 1024 others
+// waiting for fn are dropped (DroppedEvents counts them). Close delivers
+// those still waiting before it returns. Default: none.
+func WithEvents(fn func(Event)) Option {
+	return func(c *config) {
+		if fn == nil {
+			c.invalid("nil events callback")
+		}
+		c.events = fn
+	}
 }
 
 // LockOption configures a lock handle.

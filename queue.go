@@ -69,10 +69,12 @@ func (q *DelayedQueue) check(ctx context.Context) error {
 // takes effect exactly once, even when the connection breaks and the call is
 // re-attempted; an error means Redis could not be reached (the item may then
 // be stored or not).
-func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Duration) error {
+func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Duration) (err error) {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
+	ctx, span := q.rt.tel.startSpan(ctx, "actorlock.queue.offer", q.name)
+	defer span.end(&err)
 	if err := nonNegative("delay", delay); err != nil {
 		return err
 	}
@@ -137,10 +139,12 @@ func (rt *Runtime) BlockingQueue(name string) *BlockingQueue {
 
 // Offer appends payload. It takes effect exactly once, even when the call is
 // re-attempted after a broken connection.
-func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) error {
+func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) (err error) {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
+	ctx, span := q.rt.tel.startSpan(ctx, "actorlock.queue.offer", q.name)
+	defer span.end(&err)
 	return q.redis().Push(ctx, q.name, payload)
 }
 
@@ -159,10 +163,12 @@ func (q *BlockingQueue) Poll(ctx context.Context) (payload []byte, ok bool, err 
 // head), ErrClosed when the runtime closes, or a wrapped Redis error. The
 // waiting Takes of a runtime share one blocking pop per queue, on a pooled
 // connection held while it waits.
-func (q *BlockingQueue) Take(ctx context.Context) ([]byte, error) {
+func (q *BlockingQueue) Take(ctx context.Context) (_ []byte, err error) {
 	if err := q.check(ctx); err != nil {
 		return nil, err
 	}
+	ctx, span := q.rt.tel.startSpan(ctx, "actorlock.queue.take", q.name)
+	defer span.end(&err)
 	id := q.rt.acquire.Add(1)
 	res, err := ask(ctx, q.rt, q.send, func(reply chan<- actors.TakeResult) any {
 		return &actors.Take{Name: q.name, ID: id, Reply: reply}

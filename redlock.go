@@ -56,11 +56,13 @@ func (r *Red) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld
 	return r.acquire(ctx, true, opts)
 }
 
-func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (*GroupHeld, error) {
+func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
 	ac, err := groupOptions(ctx, r.err, try, opts)
 	if err != nil {
 		return nil, err
 	}
+	ctx, obs := r.members[0].lock.rt.tel.startAcquire(ctx, kindRed, "", !try, ac.waitSet && ac.wait > 0)
+	defer func() { obs.end(err, "", 0) }()
 	lease := r.lease(ac)
 	quorum := len(r.members)/2 + 1
 	var deadline time.Time

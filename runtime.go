@@ -37,6 +37,7 @@ type Runtime struct {
 	stopServer func(context.Context) error
 	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
 	keyPrefix  string     // WithKeyPrefix
+	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -62,7 +63,11 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, done: make(chan struct{})}
+	tel, err := newTelemetry(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, done: make(chan struct{}), tel: tel}
 	if rt.sys == nil {
 		rt.sys, rt.ownSystem = newSystem(logger), true
 	}
@@ -77,7 +82,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 			name = cfg.server.Name
 		}
 	}
+	tel.startEvents(cfg.events)
 	rt.actors = actors.Start(actorsConfig(rt, &cfg, cluster, logger))
+	if err := tel.observeSubscriptions(cfg.meterProvider, rt); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return nil, errors.Join(err, rt.Close(ctx))
+	}
 	if name != "" {
 		if err := rt.spawnGateway(name); err != nil {
 			return nil, err
@@ -138,6 +149,7 @@ func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.L
 		Cluster:       cluster.cc,
 		ShardedPubSub: cluster.sharded,
 		KeyPrefix:     cfg.keyPrefix,
+		Observe:       rt.tel.observer(),
 	}
 }
 
@@ -201,7 +213,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		if rt.ownSystem {
 			rt.sys.Shutdown()
 		}
-		rt.closeErr = errors.Join(drainErr, stopErr, gwErr, remoteErr)
+		rt.closeErr = errors.Join(drainErr, stopErr, gwErr, remoteErr, rt.tel.close(ctx))
 	})
 	return rt.closeErr
 }

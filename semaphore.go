@@ -245,10 +245,12 @@ func addPermits(ctx context.Context, o *primitive, permits int64) error {
 
 // acquirePermit asks the semaphore's actor for permits and waits for its one
 // answer; if ctx ends first it cancels, and gives back what won the race.
-func acquirePermit(ctx context.Context, o *primitive, expirable bool, n int64, lease time.Duration, try bool) (actors.SemResult, error) {
+func acquirePermit(ctx context.Context, o *primitive, expirable bool, n int64, lease time.Duration, try bool) (sr actors.SemResult, serr error) {
 	if err := o.check(ctx); err != nil {
 		return actors.SemResult{}, err
 	}
+	ctx, obs := o.rt.tel.startAcquire(ctx, permitKind(expirable), o.name, !try, false)
+	defer func() { obs.end(acquiredOr(sr.Acquired, serr), "", 0) }()
 	id := o.rt.acquire.Add(1)
 	res, err := ask(ctx, o.rt, o.send, func(reply chan<- actors.SemResult) any {
 		return &actors.SemAcquire{Name: o.name, Expirable: expirable, ID: id, N: n, Lease: lease, TryOnce: try, Reply: reply}

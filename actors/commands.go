@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -34,6 +36,8 @@ type Acquire struct {
 	// reason other than the caller's own successful Unlock.
 	End   context.CancelCauseFunc
 	Reply chan<- AcquireResult
+	// Span is the caller's span: the scripts run for it are its children.
+	Span trace.SpanContext
 }
 
 // AcquireResult answers Acquire exactly once.
@@ -53,6 +57,7 @@ type Release struct {
 	// retrying a failed Unlock must reuse it.
 	RequestID string
 	Reply     chan<- ReleaseResult // nil: nobody waits for the outcome
+	Span      trace.SpanContext    // the caller's span, as Acquire.Span
 }
 
 // ReleaseResult answers Release.

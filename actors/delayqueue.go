@@ -141,6 +141,7 @@ func (q *mover) moved(d *moveDone) {
 		q.arm(100 * time.Millisecond)
 		return
 	}
+	q.env.Observe.queueLateness(q.key.Name, d.moved.Late)
 	mid := d.sent.Add(d.recv.Sub(d.sent) / 2)
 	q.offsetMs, q.offsetKnown = d.moved.ServerNow-mid.UnixMilli(), true
 	q.pending = d.moved.Next >= 0

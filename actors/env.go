@@ -63,6 +63,9 @@ type Config struct {
 	// request, as the root package does for its handles, so that a name
 	// means the same lock whether a Go caller or an actor asks for it.
 	KeyPrefix string
+	// Observe receives what the actors see for metrics and events
+	// (observe.go); its zero value reports nothing.
+	Observe Observer
 }
 
 // ReplicaSync configures WAIT after lock scripts (see Config.ReplicaSync).
@@ -110,7 +113,7 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 }
 
 func newEnv(cfg Config) *Env {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall))
 	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func())}
 }
 

@@ -86,7 +86,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 		}
 		d.m.Reply <- lostError("the hold ended during this extension")
 	case !d.held:
-		a.lost(ctx, h, "extending found the lock gone")
+		a.lost(ctx, h, LossGone, "extending found the lock gone")
 		d.m.Reply <- lostError("extending found the lock gone")
 	default:
 		h.extend(d.sentAt.Add(d.m.Lease - Drift(d.m.Lease)))

@@ -199,7 +199,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *Acquire:
 		a.admit(ctx, &request{
 			waitState: waitState{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
-			deadline: m.Deadline, tryOnce: m.TryOnce, by: &goCaller{id: m.ID, end: m.End, reply: m.Reply},
+			deadline: m.Deadline, tryOnce: m.TryOnce, by: &goCaller{id: m.ID, end: m.End, reply: m.Reply, span: m.Span},
 		})
 	case *messages.AcquireRequest:
 		a.admitMessage(ctx, m)
@@ -252,7 +252,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *RenewGone:
 		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
-			a.lost(ctx, h, "the lock is gone from Redis (deleted, expired or taken by another owner)")
+			a.lost(ctx, h, LossGone, "the lock is gone from Redis (deleted, expired or taken by another owner)")
 		}
 	case *actor.Terminated:
 		a.ownerStopped(ctx, m)
@@ -440,12 +440,15 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		if a.holds[r.owner] == nil {
 			a.handoffs = 0
 		}
+		if r.met {
+			a.env.Observe.handoff(a.key, "", r.owner, false)
+		}
 		a.granted(ctx, r, g, d.sentAt)
 		return
 	}
 	if h := a.holds[r.owner]; h != nil && !a.fam.upgrade(h, r) {
 		// A re-entry found another owner in Redis: this hold is gone.
-		a.lost(ctx, h, "the lock is held by another owner")
+		a.lost(ctx, h, LossTaken, "the lock is held by another owner")
 	}
 	if r.answered {
 		a.leaveIfQueued(r, !r.tryOnce)
@@ -473,6 +476,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	// the head waits out the holder's TTL for a free lock.
 	a.headReady = a.wakes != s.wakes
 	a.contended = true
+	r.met = true
 	a.armRetry(g.HolderTTL)
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/messages"
 )
@@ -31,6 +32,7 @@ type request struct {
 	unsynced int  // grants undone because too few replicas confirmed them
 	enqueued bool // fair lock: it has a place in the Redis queue
 	left     bool // fair lock: its place has been given up
+	met      bool // an attempt met another owner: its grant is a hand-off through Redis
 }
 
 func (r *request) leaseOr(watchdog time.Duration) time.Duration {
@@ -61,6 +63,7 @@ type goCaller struct {
 	id    uint64 // the Acquire's ID
 	end   context.CancelCauseFunc
 	reply chan<- AcquireResult
+	span  trace.SpanContext // the caller's span: its script calls carry it (observe.go)
 }
 
 func (c *goCaller) deliver(_ *lockActor, _ *request, res AcquireResult) { c.reply <- res }
@@ -91,6 +94,14 @@ func (c *actorCaller) deliver(a *lockActor, r *request, res AcquireResult) {
 		resp.TtlMs = -1
 	}
 	a.env.System.Root.Send(c.from, resp)
+}
+
+// span is the span context of r's Go caller, for the scripts run for it.
+func (r *request) span() trace.SpanContext {
+	if c, ok := r.by.(*goCaller); ok {
+		return c.span
+	}
+	return trace.SpanContext{}
 }
 
 // from is the PID of r's actor caller, nil for a Go caller.

@@ -110,8 +110,8 @@ func (a *lockActor) dropHold(ctx actor.Context, h *hold) {
 }
 
 // lost ends every grant of h with ErrLost and tells an owner actor.
-func (a *lockActor) lost(ctx actor.Context, h *hold, reason string) {
-	err := lostError(reason)
+func (a *lockActor) lost(ctx actor.Context, h *hold, why LossReason, reason string) {
+	err := lossOf(why, reason)
 	var token int64
 	for _, g := range h.grants {
 		a.endGrant(g, err)
@@ -179,11 +179,11 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 	now := since()
 	for _, h := range a.holds {
 		if now >= h.validUntil {
-			reason := "the lease expired"
+			why, reason := LossLocalDeadline, "the lease expired"
 			if h.watchdogs > 0 {
-				reason = "the lease expired before the watchdog could renew it"
+				why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
 			}
-			a.lost(ctx, h, reason)
+			a.lost(ctx, h, why, reason)
 			a.giveBackHold(h)
 		}
 	}

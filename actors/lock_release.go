@@ -35,7 +35,7 @@ func (a *lockActor) releaseGo(m *Release) {
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 		return
 	}
-	a.queueRelease(h, g, m.RequestID, reply)
+	a.queueRelease(h, g, m.RequestID, reply).span = m.Span
 }
 
 // releaseMessage releases a hold of the owner of the token the request
@@ -76,12 +76,14 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 
 // queueRelease takes grant g out of hold h (the watchdog stops renewing it
 // now, so no renewal outlives the unlock) and queues its release in Redis.
-func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func(ReleaseResult)) {
+func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func(ReleaseResult)) *releaseStep {
 	if g.watchdog {
 		h.watchdogs--
 	}
 	a.syncRenewal(h)
-	a.steps = append(a.steps, &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, reply: reply})
+	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, reply: reply}
+	a.steps = append(a.steps, s)
+	return s
 }
 
 // cancelMessage cancels a pending AcquireRequest of the owner of the token
@@ -144,6 +146,7 @@ func (a *lockActor) releasedTo(ctx actor.Context, s *releaseStep, d *stepDone) {
 	case s.handed.Acquired && a.env.unsynced(s.acked):
 		a.unconfirmed(ctx, next, s.handed, s.acked)
 	case s.handed.Acquired:
+		a.env.Observe.handoff(a.key, s.owner, next.owner, true)
 		a.handoffs++
 		a.granted(ctx, next, s.handed, d.sentAt)
 	default:
@@ -178,9 +181,9 @@ func (a *lockActor) stillHeld(ctx actor.Context, h *hold, s *releaseStep) int64 
 func (a *lockActor) releasedLost(ctx actor.Context, s *releaseStep, h *hold) {
 	const reason = "the lock expired or was taken before it was unlocked"
 	if h != nil {
-		a.lost(ctx, h, reason)
+		a.lost(ctx, h, LossGone, reason)
 	}
-	a.endGrant(s.grant, lostError(reason))
+	a.endGrant(s.grant, lossOf(LossGone, reason))
 	s.answer(ReleaseResult{Err: errors.Join(lostError(reason), ErrNotOwner)})
 }
 
@@ -224,7 +227,7 @@ func (a *lockActor) forced(ctx actor.Context, s *forceStep, err error) {
 	if err == nil && s.deleted {
 		for _, h := range a.holds {
 			if a.fam.forceEnds(h, s.write) {
-				a.lost(ctx, h, "the lock was force-unlocked")
+				a.lost(ctx, h, LossGone, "the lock was force-unlocked")
 			}
 		}
 		a.headReady = true

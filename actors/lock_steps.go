@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -108,8 +109,9 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		},
 		write: r.write(), enqueue: !r.tryOnce, wait: a.env.FairWait,
 	}
-	env, fam, seen := a.env, a.fam, s.seen
+	env, fam, seen, span := a.env, a.fam, s.seen, r.span()
 	return func(ctx context.Context, retry bool) (err error) {
+		ctx = withSpan(ctx, span)
 		// A re-attempt tells the script the count seen, so the hold is
 		// not counted twice.
 		if retry {
@@ -136,7 +138,8 @@ type releaseStep struct {
 	holds     int64
 	requestID string // unlock latch id
 	reply     func(ReleaseResult)
-	next      *request // the waiter the lock is handed to, if any
+	span      trace.SpanContext // the Go caller's span, for its script call
+	next      *request          // the waiter the lock is handed to, if any
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
@@ -173,8 +176,9 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 	if r := s.next; r != nil {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
 	}
-	env, fam := a.env, a.fam
+	env, fam, span := a.env, a.fam, s.span
 	return func(ctx context.Context, retry bool) (err error) {
+		ctx = withSpan(ctx, span)
 		rdb, ack := env.scriptClient()
 		args.retry = retry
 		s.unlock, s.handed, err = fam.release(ctx, rdb, args)

@@ -309,6 +309,7 @@ func (r *renewal) report(d *renewDone) {
 	}
 	for i, batch := range d.batches {
 		if d.held[i] == nil {
+			r.renewalFailed(batch, d.err)
 			continue
 		}
 		for j, e := range batch {

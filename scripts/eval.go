@@ -41,6 +41,7 @@ func (onceCmd) NoRetry() bool { return true }
 // shard, where its subscribers are) and 'publish' otherwise.
 type script struct {
 	plain, sharded variant
+	name           string // for metrics (observe.go)
 }
 
 // variant is one compiled source and its SHA1.
@@ -93,6 +94,7 @@ func (s script) variantFor(c any) variant {
 // run runs s, letting go-redis retry it: for scripts that are safe to
 // replay.
 func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *redis.Cmd {
+	s.observe(ctx)
 	return s.variantFor(c).Run(ctx, c, keys, args...)
 }
 
@@ -100,6 +102,7 @@ func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *
 // have it cached (NOSCRIPT means it did not run), never letting go-redis
 // replay it.
 func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...any) (any, error) {
+	s.observe(ctx)
 	v := s.variantFor(c)
 	hash := v.Hash()
 	if hash == "" {
@@ -124,6 +127,7 @@ func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...a
 // or by EVAL while a server-hashed script (FIPS mode) has no hash yet: a
 // pipeline cannot wait for SCRIPT LOAD's answer.
 func (s script) queue(ctx context.Context, pipe redis.Pipeliner, keys []string, args ...any) *redis.Cmd {
+	s.observe(ctx)
 	v := s.variantFor(pipe)
 	if hash := v.Hash(); hash != "" {
 		return pipe.EvalSha(ctx, hash, keys, args...)

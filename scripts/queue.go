@@ -110,6 +110,8 @@ type Moved struct {
 	Next time.Duration
 	// ServerNow is the server's clock when the call ran (Unix ms).
 	ServerNow int64
+	// Late is how long after its due time each moved item was moved.
+	Late []time.Duration
 }
 
 // MoveDue moves at most MaxMoveBatch due items of delayed queue name into
@@ -121,11 +123,19 @@ func MoveDue(ctx context.Context, c Client, name string) (Moved, error) {
 	if err != nil {
 		return Moved{}, err
 	}
-	v, err := ints(res)
-	if err != nil || len(v) != 3 {
+	all, _ := res.([]any)
+	if len(all) != 4 {
 		return Moved{}, fmt.Errorf("scripts: unexpected move reply %v", res)
 	}
-	m := Moved{N: int(v[0]), Next: -1, ServerNow: v[2]}
+	v, err := ints(all[:3])
+	late, lateErr := ints(all[3])
+	if err != nil || lateErr != nil {
+		return Moved{}, fmt.Errorf("scripts: unexpected move reply %v", res)
+	}
+	m := Moved{N: int(v[0]), Next: -1, ServerNow: v[2], Late: make([]time.Duration, len(late))}
+	for i, ms := range late {
+		m.Late[i] = time.Duration(ms) * time.Millisecond
+	}
 	if v[1] >= 0 {
 		m.Next = time.Duration(v[1]) * time.Millisecond
 	}

@@ -3,7 +3,8 @@
 -- KEYS[2] redisson_delay_queue_timeout:{name}  ZSET member -> due ms
 -- KEYS[3] redisson_delay_queue:{name}          LIST of members
 -- ARGV[1] most items to move in this call
--- Returns {moved, ms until the next item is due (-1: none left), server now ms}.
+-- Returns {moved, ms until the next item is due (-1: none left), server now ms,
+-- {ms each moved item was moved after its due time}}.
 --
 -- Atomic, so movers of several processes racing on one queue move each item
 -- exactly once. The batch bound keeps one call from holding the server's
@@ -17,6 +18,7 @@ local limit = tonumber(ARGV[1])
 -- due order, and a backlog is all due), which keeps a move O(batch) instead
 -- of one list scan (LREM) per item.
 local members = {}
+local late = {}
 local head = redis.call('lrange', KEYS[3], 0, limit - 1)
 for _, member in ipairs(head) do
   local due = redis.call('zscore', KEYS[2], member)
@@ -24,6 +26,7 @@ for _, member in ipairs(head) do
     break
   end
   members[#members + 1] = member
+  late[#late + 1] = now - tonumber(due)
 end
 if #members > 0 then
   redis.call('ltrim', KEYS[3], #members, -1)
@@ -32,13 +35,17 @@ end
 
 -- Then due items elsewhere in the list, earliest first.
 if #members < limit then
-  local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'limit', 0, limit - #members)
+  local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'withscores', 'limit', 0, limit - #members)
   if #due > 0 then
-    for _, member in ipairs(due) do
+    local moved = {}
+    for i = 1, #due, 2 do
+      local member = due[i]
       redis.call('lrem', KEYS[3], 1, member)
       members[#members + 1] = member
+      late[#late + 1] = now - tonumber(due[i + 1])
+      moved[#moved + 1] = member
     end
-    redis.call('zrem', KEYS[2], unpack(due))
+    redis.call('zrem', KEYS[2], unpack(moved))
   end
 end
 
@@ -62,4 +69,4 @@ local wait = -1
 if next[1] then
   wait = math.max(tonumber(next[2]) - now, 0)
 end
-return {#members, wait, now}
+return {#members, wait, now, late}
