@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/ext"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -31,7 +32,7 @@ import (
 // each send would make protoactor dial it again.
 
 // localAddress is protoactor's address of a system without remote.
-const localAddress = "nonhost"
+const localAddress = ext.LocalAddress
 
 // isLocal reports whether pid is an actor of this process. A peer may
 // claim a local PID as its sender; it then gets a local owner's rules: its

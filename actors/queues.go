@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"strconv"
@@ -31,17 +30,18 @@ type queueActor struct {
 	timers *scheduler.TimerScheduler
 	idle   idleness
 
-	fifo     *list.List // waiting *takeReq
-	pending  map[reqKey]*takeReq
+	queue    waiters[*takeReq]
 	inflight *popCall // the BLPOP in flight
 	tries    []*popCall
 	watched  watchers
 }
 
 type takeReq struct {
-	waitEntry
+	waitState
 	tryOnce bool
 	reply   chan<- TakeResult // Go caller
+	from    *actor.PID        // actor caller
+	protoID string
 }
 
 // popCall is one pop, shared with the goroutine running it: whichever of
@@ -65,11 +65,9 @@ type (
 func newQueueActor(env *Env, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
-		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		idle:    idleness{key: key},
-		fifo:    list.New(),
-		pending: map[reqKey]*takeReq{},
-		watched: watchers{},
+		timers: scheduler.NewTimerScheduler(env.System.Root),
+		idle:   idleness{key: key},
+		queue:  newWaiters[*takeReq](),
 	}
 }
 
@@ -83,13 +81,14 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.stop(ctx)
 		return
 	case *Take:
-		a.admit(ctx, &takeReq{waitEntry: waitEntry{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, reply: m.Reply}, time.Time{})
+		a.admit(ctx, &takeReq{waitState: waitState{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, reply: m.Reply}, time.Time{})
 	case *TakeCancel:
 		a.cancel(ctx, reqKey{id: strconv.FormatUint(m.ID, 10)})
 	case *messages.TakeRequest:
 		r := &takeReq{
-			waitEntry: waitEntry{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}, from: ctx.Sender(), protoID: m.RequestId},
-			tryOnce:   m.WaitMs == 0 && !m.WaitIndefinitely,
+			waitState: waitState{key: reqKey{from: pidKey(ctx.Sender()), id: m.RequestId}},
+			from:      ctx.Sender(), protoID: m.RequestId,
+			tryOnce: m.WaitMs == 0 && !m.WaitIndefinitely,
 		}
 		var deadline time.Time
 		if m.WaitMs > 0 {
@@ -115,31 +114,28 @@ func (a *queueActor) Receive(ctx actor.Context) {
 }
 
 func (a *queueActor) isIdle() bool {
-	return len(a.pending) == 0 && a.inflight == nil && len(a.tries) == 0
+	return len(a.queue.pending) == 0 && a.inflight == nil && len(a.tries) == 0
 }
 
 func (a *queueActor) admit(ctx actor.Context, r *takeReq, deadline time.Time) {
-	if _, dup := a.pending[r.key]; dup {
+	if !a.queue.add(r) {
 		a.deliver(r, TakeResult{Err: fmt.Errorf("%w: request id %q is already pending", ErrInvalidArgument, r.key.id)})
 		return
 	}
-	a.pending[r.key] = r
 	a.watched.watch(ctx, r.from)
-	if !deadline.IsZero() {
-		r.stop = a.timers.SendOnce(time.Until(deadline), a.self, &takeDeadline{r: r})
-	}
+	a.queue.expireAt(a.timers, a.self, r, deadline, &takeDeadline{r: r})
 	if r.tryOnce {
 		pc := &popCall{req: r}
 		a.tries = append(a.tries, pc)
 		a.pop(pc, 0)
 		return
 	}
-	r.elem = a.fifo.PushBack(r)
+	a.queue.pushBack(r)
 }
 
 // kick starts the BLPOP for the FIFO when waiters wait and none runs.
 func (a *queueActor) kick() {
-	if a.inflight == nil && a.fifo.Len() > 0 {
+	if a.inflight == nil && a.queue.waiting() > 0 {
 		a.inflight = &popCall{}
 		a.pop(a.inflight, takeRound)
 	}
@@ -197,8 +193,8 @@ func (a *queueActor) popped(ctx actor.Context, pc *popCall) {
 	if pc.req != nil {
 		takers = append(takers, pc.req)
 	}
-	for e := a.fifo.Front(); e != nil; e = e.Next() {
-		takers = append(takers, e.Value.(*takeReq))
+	if r, ok := a.queue.head(); ok {
+		takers = append(takers, r) // answered ones leave the FIFO at once
 	}
 	for _, r := range takers {
 		if r.answered {
@@ -238,14 +234,13 @@ func giveBack(ctx context.Context, env *Env, name string, v []byte) {
 }
 
 func (a *queueActor) cancel(ctx actor.Context, k reqKey) {
-	if r := a.pending[k]; r != nil {
+	if r, ok := a.queue.get(k); ok {
 		a.answer(ctx, r, TakeResult{Err: ErrCanceled})
 	}
 }
 
 func (a *queueActor) answer(ctx actor.Context, r *takeReq, res TakeResult) {
-	r.forget(a.fifo)
-	delete(a.pending, r.key)
+	a.queue.forget(r)
 	a.deliver(r, res)
 	a.watched.unwatch(ctx, r.from)
 }
@@ -263,16 +258,13 @@ func (a *queueActor) deliver(r *takeReq, res TakeResult) {
 // requesterStopped forgets the requests of an actor that stopped: an item
 // handed to it now would be lost.
 func (a *queueActor) requesterStopped(ctx actor.Context, who *actor.PID) {
-	k := pidKey(who)
-	if _, ok := a.watched[k]; !ok {
+	if !a.watched.stopped(who) {
 		return
 	}
-	delete(a.watched, k)
-	for _, r := range a.pending {
-		if r.from != nil && pidKey(r.from) == k {
+	for _, r := range a.queue.pending {
+		if samePID(r.from, who) {
 			r.from, r.reply = nil, nil
-			r.forget(a.fifo)
-			delete(a.pending, r.key)
+			a.queue.forget(r)
 		}
 	}
 }
@@ -281,7 +273,7 @@ func (a *queueActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 // popped but not yet handed out; a pop still running gives back its own.
 func (a *queueActor) stop(ctx actor.Context) {
 	a.idle.cancel()
-	for _, r := range a.pending {
+	for _, r := range a.queue.pending {
 		a.answer(ctx, r, TakeResult{Err: ErrClosed})
 	}
 	calls := append([]*popCall(nil), a.tries...)

@@ -389,13 +389,11 @@ func (a *semaphoreActor) deliver(r *semReq, res SemResult) {
 // requesterStopped forgets the requests of an actor that stopped; permits
 // its in-flight attempt obtains are given back.
 func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
-	k := pidKey(who)
-	if _, ok := a.watched[k]; !ok {
+	if !a.watched.stopped(who) {
 		return
 	}
-	delete(a.watched, k)
 	for _, r := range a.queue.pending {
-		if r.from != nil && pidKey(r.from) == k {
+		if samePID(r.from, who) {
 			r.from = nil
 			a.answer(ctx, r, SemResult{})
 		}

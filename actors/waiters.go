@@ -114,28 +114,3 @@ func (q *waiters[R]) forget(r R) (wasHead bool) {
 	}
 	return wasHead
 }
-
-// waitEntry is the bookkeeping a waiting request of the queue actor
-// (queues.go) carries: its id, its actor caller, its place in the FIFO and
-// its deadline timer. It predates waiters; the queue actor can move to
-// waiters[*takeReq] as the semaphore actor did.
-type waitEntry struct {
-	key      reqKey
-	from     *actor.PID // actor caller; nil for a Go caller
-	protoID  string
-	elem     *list.Element
-	stop     scheduler.CancelFunc
-	answered bool
-}
-
-// forget marks the request answered and takes it off fifo and its timer.
-func (w *waitEntry) forget(fifo *list.List) {
-	w.answered = true
-	if w.stop != nil {
-		w.stop()
-	}
-	if w.elem != nil {
-		fifo.Remove(w.elem)
-		w.elem = nil
-	}
-}

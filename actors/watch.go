@@ -52,3 +52,14 @@ func (w *watchers) unwatch(ctx actor.Context, pid *actor.PID) {
 		}
 	}
 }
+
+// stopped forgets who, an actor that stopped, and reports whether it was
+// watched: if so, the child forgets its requests.
+func (w *watchers) stopped(who *actor.PID) bool {
+	k := pidKey(who)
+	if _, ok := (*w)[k]; !ok {
+		return false
+	}
+	delete(*w, k)
+	return true
+}

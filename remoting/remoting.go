@@ -238,7 +238,7 @@ func (s *filteredStream) admit(b *remote.MessageBatch, e *remote.MessageEnvelope
 		if proto.Unmarshal(e.MessageData, &t) != nil || t.Who == nil {
 			return false
 		}
-		return t.Who.Address != s.sys.Address() && t.Who.Address != "nonhost"
+		return t.Who.Address != s.sys.Address() && t.Who.Address != ext.LocalAddress
 	}
 	return true
 }

@@ -59,6 +59,19 @@ func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL))
 }
 
+// grantScript runs an acquire script, never retried, and reads its grant.
+func grantScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Grant, error) {
+	res, err := s.evalOnce(ctx, c, keys, args...)
+	if err != nil {
+		return Grant{}, err
+	}
+	v, err := ints(res)
+	if err != nil {
+		return Grant{}, err
+	}
+	return grantOf(v)
+}
+
 func grantOf(v []int64) (Grant, error) {
 	switch {
 	case len(v) == 3 && v[0] == 1:
@@ -196,6 +209,19 @@ func RenewResult(cmd *redis.Cmd, n int) ([]bool, error) {
 		out[i] = x == 1
 	}
 	return out, nil
+}
+
+// unlockScript runs an unlock script, never retried, and reads its outcome.
+func unlockScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Unlock, error) {
+	res, err := s.evalOnce(ctx, c, keys, args...)
+	if err != nil {
+		return Unlock{}, err
+	}
+	v, err := ints(res)
+	if err != nil {
+		return Unlock{}, err
+	}
+	return unlockOf(v)
 }
 
 func ints(res any) ([]int64, error) {

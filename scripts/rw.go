@@ -42,18 +42,6 @@ func AcquireWrite(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 		ms(a.Lease), RWWriteField(a.Owner), optCount(a.Seen), ms(a.TokenTTL))
 }
 
-func grantScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Grant, error) {
-	res, err := s.evalOnce(ctx, c, keys, args...)
-	if err != nil {
-		return Grant{}, err
-	}
-	v, err := ints(res)
-	if err != nil {
-		return Grant{}, err
-	}
-	return grantOf(v)
-}
-
 // UnlockRead releases read holds; Released means the lock became free.
 func UnlockRead(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	return unlockScript(ctx, c, rwReadUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
@@ -66,18 +54,6 @@ func UnlockRead(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 func UnlockWrite(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	return unlockScript(ctx, c, rwWriteUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
 		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
-}
-
-func unlockScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Unlock, error) {
-	res, err := s.evalOnce(ctx, c, keys, args...)
-	if err != nil {
-		return Unlock{}, err
-	}
-	v, err := ints(res)
-	if err != nil {
-		return Unlock{}, err
-	}
-	return unlockOf(v)
 }
 
 // ForceUnlockRW deletes the read-write lock if it is held in the given

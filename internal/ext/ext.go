@@ -24,3 +24,7 @@ type Server struct {
 // Option makes an actorlock.Option (returned as any: this package cannot
 // name the type) of a Server. Package actorlock sets it at init.
 var Option func(Server) any
+
+// LocalAddress is protoactor's address of a PID of a system without remote
+// (protoactor does not export it): such a PID never names a remote peer.
+const LocalAddress = "nonhost"
