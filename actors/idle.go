@@ -2,57 +2,67 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 )
 
-// idleness is a child's side of the idle handshake: while the child is idle
-// a timer runs; when it fires (still idle, nothing routed since) the child
-// reports to the primitives actor, which stops it unless more was routed.
+// idleness is a per-name child's side of the idle handshake, the same for
+// the lock actors and the primitives actor's children: while the child is
+// idle its receive timeout runs; when it fires (still idle, nothing routed
+// since) the child reports childIdle to its parent, which stops it unless
+// more was routed meanwhile (children.stopIdle).
+//
+// The receive timeout rather than a timer of its own: protoactor resets it
+// at every message and it costs nothing until first armed, so a held name
+// pays 8 bytes here. routed is 32 bits: the handshake only compares it with
+// the parent's count, which wraps the same way.
 type idleness struct {
-	key      primitiveKey
-	routed   uint64
+	routed   uint32 // messages the parent counted when forwarding them here
+	armed    bool
 	reported bool
-	seq      uint64
-	stop     scheduler.CancelFunc
 }
 
-type idleDue struct{ seq uint64 }
+// childIdle is a child's report that it has processed everything routed to
+// it and holds nothing: stopping it now loses nothing.
+type childIdle[K comparable] struct {
+	key    K
+	pid    *actor.PID
+	routed uint32
+}
 
-// note counts a message the primitives actor routed here.
-func (i *idleness) note(msg any) {
-	if isPrimitiveRouted(msg) {
+// note counts a message; counted tells whether the parent counted it when
+// routing it here.
+func (i *idleness) note(counted bool) {
+	if counted {
 		i.routed++
 		i.reported = false
 	}
 }
 
-// sync arms the idle timer exactly while idle.
-func (i *idleness) sync(env *Env, timers *scheduler.TimerScheduler, self *actor.PID, idle bool) {
+// sync arms the receive timeout exactly while idle and not yet reported.
+func (i *idleness) sync(ctx actor.Context, env *Env, idle bool) {
 	idle = idle && !i.reported
 	switch {
-	case idle && i.stop == nil:
-		i.seq++
-		i.stop = timers.SendOnce(env.IdleAfter, self, &idleDue{seq: i.seq})
-	case !idle && i.stop != nil:
-		i.cancel()
+	case idle && !i.armed:
+		i.armed = true
+		ctx.SetReceiveTimeout(env.IdleAfter)
+	case !idle && i.armed:
+		i.cancel(ctx)
 	}
 }
 
-// fired handles the timer; idle is the child's state now.
-func (i *idleness) fired(ctx actor.Context, m *idleDue, idle bool) {
-	if m.seq != i.seq || i.stop == nil {
-		return
+// cancel disarms the receive timeout.
+func (i *idleness) cancel(ctx actor.Context) {
+	if i.armed {
+		i.armed = false
+		ctx.CancelReceiveTimeout()
 	}
-	i.stop = nil
+}
+
+// timedOut handles *actor.ReceiveTimeout (protoactor has disarmed it): if
+// the child is still idle it reports to its parent, keyed by key.
+func timedOut[K comparable](i *idleness, ctx actor.Context, key K, idle bool) {
+	i.armed = false
 	if idle && !i.reported {
 		i.reported = true
-		ctx.Send(ctx.Parent(), &childIdle{key: i.key, pid: ctx.Self(), routed: i.routed})
-	}
-}
-
-func (i *idleness) cancel() {
-	if i.stop != nil {
-		i.stop()
-		i.stop = nil
+		ctx.Send(ctx.Parent(), &childIdle[K]{key: key, pid: ctx.Self(), routed: i.routed})
 	}
 }

@@ -48,7 +48,6 @@ func newLatchActor(env *Env, key primitiveKey) *latchActor {
 	return &latchActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		idle:    idleness{key: key},
 		topic:   Topic(scripts.LatchChannel(key.Name)),
 		waiters: map[uint64]chan<- error{},
 	}
@@ -56,12 +55,12 @@ func newLatchActor(env *Env, key primitiveKey) *latchActor {
 
 func (a *latchActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	a.idle.note(msg)
+	a.idle.note(isPrimitiveRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
 	case *actor.Stopping:
-		a.idle.cancel()
+		a.idle.cancel(ctx)
 		for id, reply := range a.waiters {
 			reply <- ErrClosed
 			delete(a.waiters, id)
@@ -100,12 +99,12 @@ func (a *latchActor) Receive(ctx actor.Context) {
 			a.again = false
 			a.read()
 		}
-	case *idleDue:
-		a.idle.fired(ctx, m, a.isIdle())
+	case *actor.ReceiveTimeout:
+		timedOut(&a.idle, ctx, a.key, a.isIdle())
 		return
 	}
 	a.sync(ctx)
-	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+	a.idle.sync(ctx, a.env, a.isIdle())
 }
 
 func (a *latchActor) isIdle() bool { return len(a.waiters) == 0 && !a.subscribed && !a.inflight }

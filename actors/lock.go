@@ -42,15 +42,13 @@ type lockActor struct {
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 
-	routed       uint64 // requests received from the manager (idle handshake)
-	trimmed      uint64 // routed when trim last looked
-	untrimmed    bool   // pending may keep storage of answered requests
-	idleArmed    bool
-	idleReported bool
-	draining     bool
-	live         bool // the subscription is confirmed
-	headReady    bool // the contender should try
-	contended    bool // a waiter met another owner: wake-ups come by pub/sub
+	idle      idleness // the idle handshake with the manager (idle.go)
+	trimmed   uint32   // idle.routed when trim last looked
+	untrimmed bool     // pending may keep storage of answered requests
+	draining  bool
+	live      bool // the subscription is confirmed
+	headReady bool // the contender should try
+	contended bool // a waiter met another owner: wake-ups come by pub/sub
 
 	holds    map[string]*hold  // by owner; only owners holding now
 	queue    waiters[*request] // unanswered requests; those that wait their turn in its FIFO
@@ -136,11 +134,6 @@ type waiterDeadline struct{ req *request }
 
 // manager handshake
 type (
-	idleReport struct {
-		key    LockKey
-		pid    *actor.PID
-		routed uint64
-	}
 	drainLock   struct{}
 	lockDrained struct{ key LockKey }
 )
@@ -168,8 +161,8 @@ func (a *lockActor) trim() {
 	if len(a.watched) == 0 {
 		a.watched = nil
 	}
-	if a.trimmed != a.routed {
-		a.trimmed, a.untrimmed = a.routed, true
+	if a.trimmed != a.idle.routed {
+		a.trimmed, a.untrimmed = a.idle.routed, true
 	}
 	// A fresh empty map costs a small header, once per burst of requests.
 	if a.untrimmed && len(a.queue.pending) == 0 {
@@ -179,11 +172,7 @@ func (a *lockActor) trim() {
 
 func (a *lockActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	switch msg.(type) {
-	case routed, *messages.AcquireRequest, *messages.ReleaseRequest, *messages.CancelRequest, *messages.RenewRequest:
-		a.routed++
-		a.idleReported = false
-	}
+	a.idle.note(isLockRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		// The manager forwards the first request right after the spawn: no
@@ -195,7 +184,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.stop(ctx)
 		return
 	case *actor.ReceiveTimeout:
-		a.idleTimeout(ctx)
+		timedOut(&a.idle, ctx, a.key, a.isIdle())
 	case *Acquire:
 		a.admit(ctx, &request{
 			waitState: waitState{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
@@ -261,6 +250,16 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	}
 	a.kick(ctx)
 	a.trim()
+}
+
+// isLockRouted tells the lock actor which messages the manager counted when
+// routing them (the idle handshake compares the counts).
+func isLockRouted(msg any) bool {
+	switch msg.(type) {
+	case routed, *messages.AcquireRequest, *messages.ReleaseRequest, *messages.CancelRequest, *messages.RenewRequest:
+		return true
+	}
+	return false
 }
 
 // ---- admission -------------------------------------------------------------

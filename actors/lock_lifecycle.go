@@ -30,34 +30,15 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 	}
 }
 
-func (a *lockActor) idle() bool {
+func (a *lockActor) isIdle() bool {
 	return len(a.holds) == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
 		a.due == 0 && len(a.givingBack) == 0
 }
 
-// syncIdle arms the receive timeout exactly while idle; when it fires the
-// manager is asked to stop this actor (see manager.idle). The lock actor
-// uses protoactor's receive timeout rather than idleness (idle.go): the
-// manager's side of the handshake takes an idleReport keyed by LockKey.
+// syncIdle runs the idle handshake (idle.go) while idle; the manager
+// stops this actor if nothing was routed to it meanwhile.
 func (a *lockActor) syncIdle(ctx actor.Context) {
-	idle := a.idle() && !a.idleReported && !a.draining
-	switch {
-	case idle && !a.idleArmed:
-		a.idleArmed = true
-		ctx.SetReceiveTimeout(a.env.IdleAfter)
-	case !idle && a.idleArmed:
-		a.idleArmed = false
-		ctx.CancelReceiveTimeout()
-	}
-}
-
-func (a *lockActor) idleTimeout(ctx actor.Context) {
-	a.idleArmed = false
-	ctx.CancelReceiveTimeout()
-	if a.idle() {
-		a.idleReported = true
-		ctx.Send(ctx.Parent(), &idleReport{key: a.key, pid: a.self, routed: a.routed})
-	}
+	a.idle.sync(ctx, a.env, a.isIdle() && !a.draining)
 }
 
 // drain is Close: fail every request, release every hold, then report.

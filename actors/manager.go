@@ -83,7 +83,7 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "held or awaited")
 	case *messages.CancelRequest:
 		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "awaited")
-	case *idleReport:
+	case *childIdle[LockKey]:
 		m.locks.stopIdle(ctx, msg.key, msg.pid, msg.routed)
 	case *actor.Terminated:
 		if _, alive := m.env.System.ProcessRegistry.GetLocal(msg.Who.GetId()); alive {

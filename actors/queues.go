@@ -66,7 +66,6 @@ func newQueueActor(env *Env, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		idle:    idleness{key: key},
 		fifo:    list.New(),
 		pending: map[reqKey]*takeReq{},
 		watched: watchers{},
@@ -75,7 +74,7 @@ func newQueueActor(env *Env, key primitiveKey) *queueActor {
 
 func (a *queueActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	a.idle.note(msg)
+	a.idle.note(isPrimitiveRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
@@ -106,12 +105,12 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.popped(ctx, m.pc)
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
-	case *idleDue:
-		a.idle.fired(ctx, m, a.isIdle())
+	case *actor.ReceiveTimeout:
+		timedOut(&a.idle, ctx, a.key, a.isIdle())
 		return
 	}
 	a.kick()
-	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+	a.idle.sync(ctx, a.env, a.isIdle())
 }
 
 func (a *queueActor) isIdle() bool {
@@ -280,7 +279,7 @@ func (a *queueActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 // stop fails every waiter with ErrClosed and gives back an item already
 // popped but not yet handed out; a pop still running gives back its own.
 func (a *queueActor) stop(ctx actor.Context) {
-	a.idle.cancel()
+	a.idle.cancel(ctx)
 	for _, r := range a.pending {
 		a.answer(ctx, r, TakeResult{Err: ErrClosed})
 	}
