@@ -84,7 +84,9 @@ type Env struct {
 	// primitives serves the protocol messages that are not about locks (the
 	// delayed queue, semaphores, latches); nil until it exists.
 	primitives *actor.PID
-	reqSeq     atomic.Uint64
+	// wakeups times the validity deadlines of every lock actor's holds.
+	wakeups *wakeups
+	reqSeq  atomic.Uint64
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:
 	// a send succeeds only if a worker is idle).
 	idle chan func()
@@ -114,7 +116,7 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 
 func newEnv(cfg Config) *Env {
 	ctx, cancel := context.WithCancel(scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall))
-	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func())}
+	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func()), wakeups: newWakeups(cfg.System.Root)}
 }
 
 // workerIdle is how long a call goroutine waits for more work before it ends.

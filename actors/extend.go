@@ -77,7 +77,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case d.err != nil:
 		d.m.Reply <- fmt.Errorf("actorlock: extend %q: %w", a.key.Name, d.err)
 	case g == nil:
-		if d.held && a.holds[d.m.Owner] == nil {
+		if d.held && a.holds.get(d.m.Owner) == nil {
 			// The hold's local deadline passed while the script ran, a
 			// moment before Redis would have expired it, and the script
 			// extended it: give back what nobody here holds any more
@@ -97,7 +97,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 
 // goGrant finds the hold of owner and its grant to the Go Acquire id.
 func (a *lockActor) goGrant(owner string, id uint64) (*hold, *grant) {
-	h := a.holds[owner]
+	h := a.holds.get(owner)
 	if h == nil || h.byMessage() {
 		return h, nil
 	}

@@ -50,7 +50,7 @@ type lockActor struct {
 	headReady bool // the contender should try
 	contended bool // a waiter met another owner: wake-ups come by pub/sub
 
-	holds    map[string]*hold  // by owner; only owners holding now
+	holds    holdSet           // by owner; only owners holding now
 	queue    waiters[*request] // unanswered requests; those that wait their turn in its FIFO
 	steps    []step            // waiting to run, before any waiter's attempt
 	inflight step              // the script in flight
@@ -62,7 +62,7 @@ type lockActor struct {
 	subscribed Topic         // zero: none
 	yieldUntil time.Duration // since epoch (timer.go); see afterPublicRelease
 	retry      deadline      // the contender's next try without a message
-	validity   deadline      // the earliest validity deadline of the holds
+	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
 	alive      deadline      // the earliest liveness deadline of remote owners (lock_liveness.go)
 
 	givingBack map[string]int // owners with give-backs outstanding (giveback.go)
@@ -83,7 +83,7 @@ type family interface {
 
 	// blocked reports whether a local hold of another owner rules out
 	// granting r, so that asking Redis is pointless.
-	blocked(holds map[string]*hold, r *request) bool
+	blocked(holds *holdSet, r *request) bool
 	// upgrade reports whether r asks to upgrade its owner's hold h, which
 	// only the owner can end: waiting would deadlock.
 	upgrade(h *hold, r *request) bool
@@ -146,7 +146,6 @@ func newLockActor(env *Env, key LockKey) *lockActor {
 		key:    key,
 		fam:    familyOf(key.Kind),
 		timers: scheduler.NewTimerScheduler(env.System.Root),
-		holds:  map[string]*hold{},
 		queue:  newWaiters[*request](),
 	}
 }
@@ -217,10 +216,13 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		switch {
 		case a.retry.fired(m):
 			a.headReady = true
-		case a.validity.fired(m):
-			a.expireHolds(ctx)
 		case a.alive.fired(m):
 			a.expireOwners(ctx)
+		}
+	case *wakeupDue:
+		if a.validity.due(m) {
+			a.env.wakeups.cancel(&a.validity)
+			a.expireHolds(ctx)
 		}
 	case *stepDue:
 		a.due--
@@ -235,12 +237,12 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.headReady = true
 		a.wakes++
 	case *Renewed:
-		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
+		if h := a.holds.get(m.Owner); h != nil && h.gen == m.Gen {
 			h.extend(m.SentAt.Add(a.env.Watchdog - Drift(a.env.Watchdog)))
 			a.armValidity()
 		}
 	case *RenewGone:
-		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
+		if h := a.holds.get(m.Owner); h != nil && h.gen == m.Gen {
 			a.lost(ctx, h, LossGone, "the lock is gone from Redis (deleted, expired or taken by another owner)")
 		}
 	case *actor.Terminated:
@@ -300,7 +302,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: request id %q is already pending", ErrInvalidArgument, r.key.id)})
 		return
 	}
-	h := a.holds[r.owner]
+	h := a.holds.get(r.owner)
 	if h != nil && h.byMessage() != (r.actor() != nil) {
 		// A Go handle naming an owner id (WithOwner) never enters a hold
 		// acquired by message, whose owner is a token, nor the reverse.
@@ -322,7 +324,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		// Re-entry: the owner already holds the lock, so it must not wait
 		// behind others (they wait for it).
 		a.steps = append(a.steps, &attemptStep{req: r})
-	case r.tryOnce && a.fam.blocked(a.holds, r):
+	case r.tryOnce && a.fam.blocked(&a.holds, r):
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 	case r.tryOnce:
 		a.steps = append(a.steps, &attemptStep{req: r})
@@ -354,7 +356,7 @@ func (a *lockActor) deadlinePassed(ctx actor.Context, r *request) {
 		return
 	}
 	err := ErrNotAcquired
-	if a.fam.upgrade(a.holds[r.owner], r) {
+	if a.fam.upgrade(a.holds.get(r.owner), r) {
 		err = upgradeError()
 	}
 	a.answer(ctx, r, AcquireResult{Err: err, HolderTTL: -1})
@@ -396,7 +398,7 @@ func (a *lockActor) contender() *request {
 		return nil
 	}
 	head := a.front()
-	if head.inflight || a.fam.blocked(a.holds, head) || (a.fam.queues() && !head.enqueued) || a.givingBackFor(head.owner) {
+	if head.inflight || a.fam.blocked(&a.holds, head) || (a.fam.queues() && !head.enqueued) || a.givingBackFor(head.owner) {
 		return nil
 	}
 	return head
@@ -436,7 +438,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 			a.unconfirmed(ctx, r, g, s.acked)
 			return
 		}
-		if a.holds[r.owner] == nil {
+		if a.holds.get(r.owner) == nil {
 			a.handoffs = 0
 		}
 		if r.met {
@@ -445,7 +447,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		a.granted(ctx, r, g, d.sentAt)
 		return
 	}
-	if h := a.holds[r.owner]; h != nil && !a.fam.upgrade(h, r) {
+	if h := a.holds.get(r.owner); h != nil && !a.fam.upgrade(h, r) {
 		// A re-entry found another owner in Redis: this hold is gone.
 		a.lost(ctx, h, LossTaken, "the lock is held by another owner")
 	}
@@ -486,14 +488,14 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		a.lateGrant(ctx, r, g, lease)
 		return
 	}
-	h := a.holds[r.owner]
+	h := a.holds.get(r.owner)
 	if h == nil {
 		h = &hold{owner: r.owner}
 		if c := r.actor(); c != nil {
 			h.by = &ownerActor{from: c.from, remote: c.remote, unreachable: c.unreachable}
 			a.watched.watch(ctx, c.from)
 		}
-		a.holds[r.owner] = h
+		a.holds.put(h)
 	}
 	if c := r.actor(); c != nil && c.remote {
 		// Acquiring proves the owner alive now; a Terminated of the sender

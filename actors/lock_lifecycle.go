@@ -31,7 +31,7 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 }
 
 func (a *lockActor) isIdle() bool {
-	return len(a.holds) == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
+	return a.holds.len() == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
 		a.due == 0 && len(a.givingBack) == 0
 }
 
@@ -47,9 +47,9 @@ func (a *lockActor) drain(ctx actor.Context) {
 	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		a.releaseAll(h, ErrClosed)
-		delete(a.holds, h.owner)
+		a.holds.del(h.owner)
 	}
 	parent := ctx.Parent()
 	a.drained = func() { a.env.System.Root.Send(parent, &lockDrained{key: a.key}) }
@@ -60,12 +60,12 @@ func (a *lockActor) drain(ctx actor.Context) {
 // released best effort, without waiting.
 func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
-	a.validity.cancel()
+	a.env.wakeups.cancel(&a.validity)
 	a.alive.cancel()
 	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	for _, s := range a.steps {

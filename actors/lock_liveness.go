@@ -69,7 +69,7 @@ func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
 			}
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if from := h.from(); from != nil && pidKey(from) == k {
 			a.releaseAll(h, lostError("the owner actor stopped"))
 		}
@@ -94,7 +94,7 @@ func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
 			c.unreachable = c.unreachable || unreachable
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if from := h.from(); from != nil && pidKey(from) == k {
 			o := h.by
 			o.suspect = true
@@ -127,7 +127,7 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 		respond(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
 		return
 	}
-	if h := a.holds[owner]; h != nil && h.by != nil && h.by.remote {
+	if h := a.holds.get(owner); h != nil && h.by != nil && h.by.remote {
 		h.by.aliveUntil = time.Now().Add(a.env.Watchdog)
 		h.by.suspect, h.by.unreachable = false, false
 	}
@@ -141,7 +141,7 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 
 // knows reports whether owner holds or waits for the lock here by message.
 func (a *lockActor) knows(owner string) bool {
-	if h := a.holds[owner]; h != nil && h.byMessage() && len(h.grants) > 0 {
+	if h := a.holds.get(owner); h != nil && h.byMessage() && len(h.grants) > 0 {
 		return true
 	}
 	for _, r := range a.queue.pending {
@@ -166,7 +166,7 @@ func (a *lockActor) armAlive() {
 			earliest = t
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if h.liveness() {
 			consider(h.by.aliveUntil)
 		}
@@ -196,7 +196,7 @@ func (a *lockActor) expireOwners(ctx actor.Context) {
 			}
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if h.liveness() && !now.Before(h.by.aliveUntil) {
 			reason := fmt.Sprintf("no RenewRequest from the remote owner for %v", a.env.Watchdog)
 			if h.by.suspect {

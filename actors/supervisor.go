@@ -140,6 +140,7 @@ func (h *Handle) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("actorlock: close: stopping actors: %w", context.Cause(ctx))
 	}
+	h.env.wakeups.stop()
 	h.env.cancelCall()
 	calls := make(chan struct{})
 	go func() { h.env.calls.Wait(); close(calls) }()
