@@ -61,6 +61,7 @@ func (a *lockActor) extend(m *Extend) {
 		return
 	}
 	name, rdb, count := a.key.Name, a.env.Redis, h.count
+	a.extending++
 	a.env.goCall(a.self, func(ctx context.Context) any {
 		d := &extendDone{m: m, count: count, sentAt: time.Now()}
 		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
@@ -72,6 +73,7 @@ func (a *lockActor) extend(m *Extend) {
 // when the script was sent, minus drift; never back), or reports the hold
 // lost if Redis no longer has it.
 func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
+	a.extending--
 	h, g := a.goGrant(d.m.Owner, d.m.ID)
 	switch {
 	case d.err != nil:

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -36,26 +35,26 @@ import (
 // lock_holds.go, callers in lock_caller.go, owner actors in
 // lock_liveness.go.
 type lockActor struct {
-	env    *Env
-	key    LockKey // the family's key: see familyKey
-	fam    family
-	self   *actor.PID
-	timers *scheduler.TimerScheduler
+	env  *Env
+	key  LockKey // the family's key: see familyKey
+	fam  family
+	self *actor.PID
 
 	idle      idleness // the idle handshake with the manager (idle.go)
 	trimmed   uint32   // idle.routed when trim last looked
 	untrimmed bool     // pending may keep storage of answered requests
 	draining  bool
-	live      bool // the subscription is confirmed
-	headReady bool // the contender should try
-	contended bool // a waiter met another owner: wake-ups come by pub/sub
+	live      bool  // the subscription is confirmed
+	headReady bool  // the contender should try
+	contended bool  // a waiter met another owner: wake-ups come by pub/sub
+	asleep    bool  // its holds went to the manager (dormant.go)
+	handoffs  int32 // consecutive local hand-offs (reentrant lock)
 
 	holds    holdSet           // by owner; only owners holding now
 	queue    waiters[*request] // unanswered requests; those that wait their turn in its FIFO
 	steps    []step            // waiting to run, before any waiter's attempt
 	inflight step              // the script in flight
 	watched  watchers          // owner actors and requesters
-	handoffs int               // consecutive local hand-offs (reentrant lock)
 	gens     uint64            // renewal registrations made
 
 	wakes      uint64        // unlock messages and (re)subscriptions so far: see attempted
@@ -67,7 +66,8 @@ type lockActor struct {
 
 	givingBack map[string]int // owners with give-backs outstanding (giveback.go)
 	parked     []*attemptStep // attempts waiting for their owner's give-back
-	due        int            // steps waiting on a timer to run (stepDue)
+	due        int32          // steps waiting on a timer to run (stepDue)
+	extending  int32          // Extend scripts in flight
 
 	drained func() // drain: tells the manager once nothing is left to run
 }
@@ -142,11 +142,10 @@ type (
 // the first watch, and trim drops the storage of what empties.
 func newLockActor(env *Env, key LockKey) *lockActor {
 	return &lockActor{
-		env:    env,
-		key:    key,
-		fam:    familyOf(key.Kind),
-		timers: scheduler.NewTimerScheduler(env.System.Root),
-		queue:  newWaiters[*request](),
+		env:   env,
+		key:   key,
+		fam:   familyOf(key.Kind),
+		queue: newWaiters[*request](),
 	}
 }
 
@@ -171,18 +170,50 @@ func (a *lockActor) trim() {
 
 func (a *lockActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	a.idle.note(isLockRouted(msg))
+	counted := isLockRouted(msg)
+	a.idle.note(counted)
+	if a.asleep {
+		_, drain := msg.(*drainLock)
+		_, taken := msg.(*sleepTaken)
+		switch {
+		case taken:
+			// The holds are the manager's now; stopping releases nothing.
+			a.holds = holdSet{}
+			ctx.Stop(a.self)
+			return
+		case counted || drain:
+			// The manager kept this actor (more was routed here, or Close
+			// drains: the manager takes no holds then): the holds are still
+			// its own, and a validity deadline ignored meanwhile is checked
+			// again.
+			a.asleep = false
+			a.armValidity()
+		default:
+			if _, stopping := msg.(*actor.Stopping); !stopping {
+				// Handed to the manager or not, the holds are not this
+				// actor's to change until it knows (see sleep).
+				return
+			}
+		}
+	}
 	switch m := msg.(type) {
 	case *actor.Started:
 		// The manager forwards the first request right after the spawn: no
 		// idle timer to arm now (it would give every lock actor protoactor's
 		// context extras, ~250 bytes, for nothing).
 		a.self = ctx.Self()
+		if a.holds.len() > 0 {
+			a.armValidity() // woken from a dormant record (dormant.go)
+		}
 		return
 	case *actor.Stopping:
 		a.stop(ctx)
 		return
 	case *actor.ReceiveTimeout:
+		if a.canSleep() {
+			a.sleep(ctx)
+			return
+		}
 		timedOut(&a.idle, ctx, a.key, a.isIdle())
 	case *Acquire:
 		a.admit(ctx, &request{
@@ -237,8 +268,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.headReady = true
 		a.wakes++
 	case *Renewed:
-		if h := a.holds.get(m.Owner); h != nil && h.gen == m.Gen {
-			h.extend(m.SentAt.Add(a.env.Watchdog - Drift(a.env.Watchdog)))
+		if renewed(a.env, &a.holds, m.Owner, m.Gen, m.SentAt) {
 			a.armValidity()
 		}
 	case *RenewGone:
@@ -318,7 +348,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 	}
 	a.queue.add(r)
 	a.watched.watch(ctx, r.from())
-	a.queue.expireAt(a.timers, a.self, r, r.deadline, &waiterDeadline{req: r})
+	a.queue.expireAt(a.env.timers, a.self, r, r.deadline, &waiterDeadline{req: r})
 	switch {
 	case h != nil && !upgrade:
 		// Re-entry: the owner already holds the lock, so it must not wait
@@ -410,7 +440,7 @@ func (a *lockActor) armRetry(holderTTL time.Duration) {
 		// is missed.
 		holderTTL = a.env.Watchdog
 	}
-	a.retry.set(a.timers, a.self, holderTTL)
+	a.retry.set(a.env.timers, a.self, holderTTL)
 }
 
 // ---- outcomes of attempts ----------------------------------------------------
@@ -552,7 +582,7 @@ func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, 
 	pause := time.Duration(10<<r.unsynced) * time.Millisecond
 	if a.queue.queued(r) {
 		a.headReady = false
-		a.retry.set(a.timers, a.self, pause)
+		a.retry.set(a.env.timers, a.self, pause)
 		return
 	}
 	a.runLater(pause, &attemptStep{req: r})

@@ -93,7 +93,7 @@ func (a *lockActor) syncRenewal(h *hold) {
 		}
 		h.renewReads = h.count
 		a.env.System.Root.Send(a.env.renewal, &RenewRegister{
-			Name: a.key.Name, Owner: h.owner, Gen: h.gen, Lock: a.self, RW: a.fam.shares(), Reads: h.count,
+			Name: a.key.Name, Kind: a.key.Kind, Owner: h.owner, Gen: h.gen, RW: a.fam.shares(), Reads: h.count,
 		})
 	case h.watchdogs == 0 && h.gen != 0:
 		a.env.System.Root.Send(a.env.renewal, &RenewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
@@ -194,17 +194,35 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 // earliest validity deadline of all holds, moved with every renewal; if it
 // fires early (the earliest hold went meanwhile), expireHolds re-arms it.
 func (a *lockActor) armValidity() {
-	earliest := time.Duration(-1)
-	for h := range a.holds.all {
-		if earliest < 0 || h.validUntil < earliest {
-			earliest = h.validUntil
-		}
-	}
+	earliest := a.holds.earliest()
 	if earliest < 0 {
 		a.env.wakeups.cancel(&a.validity)
 		return
 	}
 	a.env.wakeups.set(&a.validity, a.self, earliest)
+}
+
+// earliest is the earliest validity deadline of the holds, -1 if none.
+func (s *holdSet) earliest() time.Duration {
+	earliest := time.Duration(-1)
+	for h := range s.all {
+		if earliest < 0 || h.validUntil < earliest {
+			earliest = h.validUntil
+		}
+	}
+	return earliest
+}
+
+// renewed applies a renewal of registration gen, sent at sentAt, to the
+// hold of owner, if that registration is still the hold's, and reports
+// whether it did.
+func renewed(env *Env, holds *holdSet, owner string, gen uint64, sentAt time.Time) bool {
+	h := holds.get(owner)
+	if h == nil || h.gen != gen {
+		return false
+	}
+	h.extend(sentAt.Add(env.Watchdog - Drift(env.Watchdog)))
+	return true
 }
 
 // holdSet is the holds of a lock actor by owner. Nearly every held name has

@@ -35,10 +35,43 @@ func (a *lockActor) isIdle() bool {
 		a.due == 0 && len(a.givingBack) == 0
 }
 
-// syncIdle runs the idle handshake (idle.go) while idle; the manager
-// stops this actor if nothing was routed to it meanwhile.
+// syncIdle runs the idle handshake (idle.go) while idle, or while all
+// this actor has is holds that can go dormant (canSleep); the manager stops
+// this actor if nothing was routed to it meanwhile.
 func (a *lockActor) syncIdle(ctx actor.Context) {
-	a.idle.sync(ctx, a.env, a.isIdle() && !a.draining)
+	a.idle.sync(ctx, a.env, (a.isIdle() || a.canSleep()) && !a.draining)
+}
+
+// canSleep reports whether all this actor has is holds of Go callers, so
+// that the manager can keep them as a dormant record and this actor stop
+// (dormant.go): nothing queued, running, timed, subscribed or watched.
+func (a *lockActor) canSleep() bool {
+	if a.holds.len() == 0 || a.draining || len(a.queue.pending) > 0 || a.inflight != nil || len(a.steps) > 0 ||
+		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.givingBack) > 0 || len(a.parked) > 0 ||
+		len(a.watched) > 0 || a.retry.at != 0 || a.alive.at != 0 || since() < a.yieldUntil {
+		return false
+	}
+	for h := range a.holds.all {
+		if h.by != nil {
+			return false // an owner actor's: watched, maybe remote (lock_liveness.go)
+		}
+	}
+	return true
+}
+
+// sleep offers the holds to the manager as a dormant record, by the idle
+// handshake: the manager takes them and stops this actor if nothing was
+// routed here since, or drops the offer (and this actor hears of it by the
+// routed message, see Receive). Until then the holds are nobody's to
+// change: asleep makes this actor ignore all but routed messages.
+func (a *lockActor) sleep(ctx actor.Context) {
+	a.idle.armed, a.idle.reported, a.asleep = false, true, true
+	a.env.wakeups.cancel(&a.validity)
+	rec := &dormant{key: a.key, holds: a.holds, gens: a.gens, handoffs: a.handoffs}
+	ctx.Send(ctx.Parent(), &lockAsleep{
+		childIdle: childIdle[LockKey]{key: a.key, pid: a.self, routed: a.idle.routed},
+		rec:       rec,
+	})
 }
 
 // drain is Close: fail every request, release every hold, then report.

@@ -42,7 +42,7 @@ func (reentrant) upgrade(*hold, *request) bool { return false }
 
 // handsTo: the owner's last release goes straight to the head, MaxHandoffs
 // times in a row at most, then publicly so that other processes get a turn.
-func (reentrant) handsTo(a *lockActor, _ *request) bool { return a.handoffs < a.env.MaxHandoffs }
+func (reentrant) handsTo(a *lockActor, _ *request) bool { return int(a.handoffs) < a.env.MaxHandoffs }
 
 func (reentrant) wantTopic(a *lockActor) Topic {
 	if !a.contended {

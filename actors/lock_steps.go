@@ -347,5 +347,5 @@ func (a *lockActor) retryLater(s step, giveUpAt time.Time) bool {
 // runLater runs s first after pause. The actor is not idle meanwhile.
 func (a *lockActor) runLater(pause time.Duration, s step) {
 	a.due++
-	a.timers.SendOnce(pause, a.self, &stepDue{step: s})
+	a.env.timers.SendOnce(pause, a.self, &stepDue{step: s})
 }

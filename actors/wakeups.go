@@ -35,6 +35,7 @@ type wakeup struct {
 	to    *actor.PID
 	key   time.Duration // the entry's place in the heap: at, or earlier
 	index int           // in the heap; -1: not in it
+	rec   *dormant      // the manager's entry of a dormant name; nil: a lock actor's
 }
 
 type wakeupDue struct{ w *wakeup }
