@@ -83,7 +83,7 @@ func (q *mover) Receive(ctx actor.Context) {
 		if q.safetyStop != nil {
 			q.safetyStop()
 		}
-		q.idle.cancel(ctx)
+		q.idle.cancel()
 		ctx.Send(q.env.router, &Unsubscribe{Topic: q.topic, Subscriber: q.self})
 		return
 	case *DelayedOpen:
@@ -105,8 +105,10 @@ func (q *mover) Receive(ctx actor.Context) {
 		q.move()
 	case *moveDone:
 		q.moved(m)
-	case *actor.ReceiveTimeout:
-		timedOut(&q.idle, ctx, q.key, q.isIdle())
+	case *idleDue:
+		if q.idle.due(m) {
+			timedOut(&q.idle, ctx, q.key, q.isIdle())
+		}
 		return
 	}
 	q.idle.sync(ctx, q.env, q.isIdle())

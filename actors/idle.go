@@ -2,23 +2,31 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 )
 
 // idleness is a per-name child's side of the idle handshake, the same for
 // the lock actors and the primitives actor's children: while the child is
-// idle its receive timeout runs; when it fires (still idle, nothing routed
-// since) the child reports childIdle to its parent, which stops it unless
-// more was routed meanwhile (children.stopIdle).
+// idle a timer runs; when it fires (still idle, nothing routed since) the
+// child reports childIdle to its parent, which stops it unless more was
+// routed meanwhile (children.stopIdle). A lock actor that only holds offers
+// its holds instead (lockAsleep, dormant.go).
 //
-// The receive timeout rather than a timer of its own: protoactor resets it
-// at every message and it costs nothing until first armed, so a held name
-// pays 8 bytes here. routed is 32 bits: the handshake only compares it with
-// the parent's count, which wraps the same way.
+// A timer of its own, not protoactor's receive timeout: that one's timer
+// goroutine writes the actor context's timeout while the actor reads it
+// (a data race), and every message would put it off, a renewal included.
+// routed is 32 bits and seq 8: the handshake only compares routed with the
+// parent's count, which wraps the same way, and seq with the one arming
+// that can still be pending.
 type idleness struct {
 	routed   uint32 // messages the parent counted when forwarding them here
+	seq      uint8
 	armed    bool
 	reported bool
+	stop     scheduler.CancelFunc
 }
+
+type idleDue struct{ seq uint8 }
 
 // childIdle is a child's report that it has processed everything routed to
 // it and holds nothing: stopping it now loses nothing.
@@ -37,30 +45,41 @@ func (i *idleness) note(counted bool) {
 	}
 }
 
-// sync arms the receive timeout exactly while idle and not yet reported.
+// sync arms the timer exactly while idle and not yet reported.
 func (i *idleness) sync(ctx actor.Context, env *Env, idle bool) {
 	idle = idle && !i.reported
 	switch {
 	case idle && !i.armed:
 		i.armed = true
-		ctx.SetReceiveTimeout(env.IdleAfter)
+		i.seq++
+		i.stop = env.timers.SendOnce(env.IdleAfter, ctx.Self(), &idleDue{seq: i.seq})
 	case !idle && i.armed:
-		i.cancel(ctx)
+		i.cancel()
 	}
 }
 
-// cancel disarms the receive timeout.
-func (i *idleness) cancel(ctx actor.Context) {
+// cancel disarms the timer.
+func (i *idleness) cancel() {
 	if i.armed {
 		i.armed = false
-		ctx.CancelReceiveTimeout()
+		i.stop()
+		i.stop = nil
 	}
 }
 
-// timedOut handles *actor.ReceiveTimeout (protoactor has disarmed it): if
-// the child is still idle it reports to its parent, keyed by key.
+// due reports whether m is the current arming's firing (a cancelled one
+// may still arrive), and disarms it.
+func (i *idleness) due(m *idleDue) bool {
+	if !i.armed || m.seq != i.seq {
+		return false
+	}
+	i.armed, i.stop = false, nil
+	return true
+}
+
+// timedOut follows a due firing: if the child is still idle it reports to
+// its parent, keyed by key.
 func timedOut[K comparable](i *idleness, ctx actor.Context, key K, idle bool) {
-	i.armed = false
 	if idle && !i.reported {
 		i.reported = true
 		ctx.Send(ctx.Parent(), &childIdle[K]{key: key, pid: ctx.Self(), routed: i.routed})

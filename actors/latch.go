@@ -60,7 +60,7 @@ func (a *latchActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.self = ctx.Self()
 	case *actor.Stopping:
-		a.idle.cancel(ctx)
+		a.idle.cancel()
 		for id, reply := range a.waiters {
 			reply <- ErrClosed
 			delete(a.waiters, id)
@@ -99,8 +99,10 @@ func (a *latchActor) Receive(ctx actor.Context) {
 			a.again = false
 			a.read()
 		}
-	case *actor.ReceiveTimeout:
-		timedOut(&a.idle, ctx, a.key, a.isIdle())
+	case *idleDue:
+		if a.idle.due(m) {
+			timedOut(&a.idle, ctx, a.key, a.isIdle())
+		}
 		return
 	}
 	a.sync(ctx)

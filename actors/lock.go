@@ -62,7 +62,7 @@ type lockActor struct {
 	yieldUntil time.Duration // since epoch (timer.go); see afterPublicRelease
 	retry      deadline      // the contender's next try without a message
 	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
-	alive      deadline      // the earliest liveness deadline of remote owners (lock_liveness.go)
+	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
 	givingBack map[string]int // owners with give-backs outstanding (giveback.go)
 	parked     []*attemptStep // attempts waiting for their owner's give-back
@@ -199,8 +199,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		// The manager forwards the first request right after the spawn: no
-		// idle timer to arm now (it would give every lock actor protoactor's
-		// context extras, ~250 bytes, for nothing).
+		// idle timer to arm now.
 		a.self = ctx.Self()
 		if a.holds.len() > 0 {
 			a.armValidity() // woken from a dormant record (dormant.go)
@@ -209,7 +208,10 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		a.stop(ctx)
 		return
-	case *actor.ReceiveTimeout:
+	case *idleDue:
+		if !a.idle.due(m) {
+			return
+		}
 		if a.canSleep() {
 			a.sleep(ctx)
 			return
@@ -247,7 +249,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		switch {
 		case a.retry.fired(m):
 			a.headReady = true
-		case a.alive.fired(m):
+		case a.alive != nil && a.alive.fired(m):
 			a.expireOwners(ctx)
 		}
 	case *wakeupDue:

@@ -48,7 +48,7 @@ func (a *lockActor) syncIdle(ctx actor.Context) {
 func (a *lockActor) canSleep() bool {
 	if a.holds.len() == 0 || a.draining || len(a.queue.pending) > 0 || a.inflight != nil || len(a.steps) > 0 ||
 		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.givingBack) > 0 || len(a.parked) > 0 ||
-		len(a.watched) > 0 || a.retry.at != 0 || a.alive.at != 0 || since() < a.yieldUntil {
+		len(a.watched) > 0 || a.retry.at != 0 || (a.alive != nil && a.alive.at != 0) || since() < a.yieldUntil {
 		return false
 	}
 	for h := range a.holds.all {
@@ -65,7 +65,7 @@ func (a *lockActor) canSleep() bool {
 // routed message, see Receive). Until then the holds are nobody's to
 // change: asleep makes this actor ignore all but routed messages.
 func (a *lockActor) sleep(ctx actor.Context) {
-	a.idle.armed, a.idle.reported, a.asleep = false, true, true
+	a.idle.reported, a.asleep = true, true
 	a.env.wakeups.cancel(&a.validity)
 	rec := &dormant{key: a.key, holds: a.holds, gens: a.gens, handoffs: a.handoffs}
 	ctx.Send(ctx.Parent(), &lockAsleep{
@@ -94,7 +94,10 @@ func (a *lockActor) drain(ctx actor.Context) {
 func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
 	a.env.wakeups.cancel(&a.validity)
-	a.alive.cancel()
+	if a.alive != nil {
+		a.alive.cancel()
+	}
+	a.idle.cancel()
 	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}

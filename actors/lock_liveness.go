@@ -177,6 +177,9 @@ func (a *lockActor) armAlive() {
 		}
 	}
 	if !earliest.IsZero() {
+		if a.alive == nil {
+			a.alive = &deadline{}
+		}
 		a.alive.moveTo(a.env.System.Root, a.self, earliest)
 	}
 }

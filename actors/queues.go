@@ -105,8 +105,10 @@ func (a *queueActor) Receive(ctx actor.Context) {
 		a.popped(ctx, m.pc)
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
-	case *actor.ReceiveTimeout:
-		timedOut(&a.idle, ctx, a.key, a.isIdle())
+	case *idleDue:
+		if a.idle.due(m) {
+			timedOut(&a.idle, ctx, a.key, a.isIdle())
+		}
 		return
 	}
 	a.kick()
@@ -279,7 +281,7 @@ func (a *queueActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 // stop fails every waiter with ErrClosed and gives back an item already
 // popped but not yet handed out; a pop still running gives back its own.
 func (a *queueActor) stop(ctx actor.Context) {
-	a.idle.cancel(ctx)
+	a.idle.cancel()
 	for _, r := range a.pending {
 		a.answer(ctx, r, TakeResult{Err: ErrClosed})
 	}

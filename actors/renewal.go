@@ -56,10 +56,6 @@ type RenewGone struct {
 func (m *Renewed) lockKey() LockKey   { return m.Key }
 func (m *RenewGone) lockKey() LockKey { return m.Key }
 
-// NotInfluenceReceiveTimeout: renewals, every lease/3, must not keep a lock
-// actor that only holds from going dormant (dormant.go).
-func (*Renewed) NotInfluenceReceiveTimeout() {}
-
 // renewReport is what became of the holds of one chunk of a round, for the
 // lock manager: one message per chunk (up to renewChunk scripts of holds),
 // not one per hold, so that 100k holds do not queue 100k messages at the

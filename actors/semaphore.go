@@ -168,8 +168,10 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
-	case *actor.ReceiveTimeout:
-		timedOut(&a.idle, ctx, a.key, a.isIdle())
+	case *idleDue:
+		if a.idle.due(m) {
+			timedOut(&a.idle, ctx, a.key, a.isIdle())
+		}
 		return
 	}
 	a.kick()
@@ -403,7 +405,7 @@ func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
 
 func (a *semaphoreActor) stop(ctx actor.Context) {
 	a.retry.cancel()
-	a.idle.cancel(ctx)
+	a.idle.cancel()
 	for _, r := range a.queue.pending {
 		a.answer(ctx, r, SemResult{Err: ErrClosed})
 	}
