@@ -30,15 +30,17 @@ func (rt *Runtime) Held() []HeldLock {
 	return rt.tel.holds.list()
 }
 
-// heldList is the runtime's holds by acquisition id.
+// heldList is the runtime's holds by acquisition id: their trackers, from
+// which list builds each HeldLock (a HeldLock per entry would cost ~110
+// bytes more per held lock).
 type heldList struct {
 	mu sync.Mutex
-	m  map[uint64]HeldLock
+	m  map[uint64]*holdTrack
 }
 
-func (l *heldList) add(id uint64, h HeldLock) {
+func (l *heldList) add(id uint64, k *holdTrack) {
 	l.mu.Lock()
-	l.m[id] = h
+	l.m[id] = k
 	l.mu.Unlock()
 }
 
@@ -51,8 +53,10 @@ func (l *heldList) remove(id uint64) {
 func (l *heldList) list() []HeldLock {
 	l.mu.Lock()
 	out := make([]HeldLock, 0, len(l.m))
-	for _, h := range l.m {
-		out = append(out, h)
+	for _, k := range l.m {
+		// k.h and k.since were set before k was added, and stay.
+		h := k.h
+		out = append(out, HeldLock{Name: h.Name(), Kind: kindNames[k.kind], Owner: h.owner, Token: h.token, Since: k.since, Lease: h.lease})
 	}
 	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b HeldLock) int {
@@ -109,7 +113,7 @@ func (k *holdTrack) started(h *Held, kind acqKind, waited time.Duration) {
 
 func (t *telemetry) holdStarted(k *holdTrack, waited time.Duration) {
 	h := k.h
-	t.holds.add(h.id, HeldLock{Name: h.Name(), Kind: kindNames[k.kind], Owner: h.owner, Token: h.token, Since: k.since, Lease: h.lease})
+	t.holds.add(h.id, k)
 	t.held.Add(context.Background(), 1, t.kindAdd[k.kind]...)
 	t.events.emit(Event{Kind: EventAcquired, Name: h.Name(), LockKind: kindNames[k.kind], Owner: h.owner, Token: h.token, Wait: waited})
 }

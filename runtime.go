@@ -223,6 +223,11 @@ type Stats struct {
 	// LockActors: lock names with state in this process (held, waited
 	// for, or used within the idle timeout).
 	LockActors int
+	// DormantLocks: of LockActors, names held here without a live actor:
+	// after the idle timeout a name whose only state is Go callers' holds
+	// is kept as a compact record, its actor started again by the next
+	// request for it, by its validity deadline or by Close.
+	DormantLocks int
 	// Subscriptions: pub/sub channels and patterns subscribed.
 	Subscriptions int
 	// Renewals: holds the watchdog renews.

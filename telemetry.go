@@ -113,7 +113,7 @@ type telemetry struct {
 
 func newTelemetry(cfg *config) (*telemetry, error) {
 	t := &telemetry{}
-	t.holds.m = map[uint64]HeldLock{}
+	t.holds.m = map[uint64]*holdTrack{}
 	tp := cfg.tracerProvider
 	if tp != nil {
 		t.tracing = true

@@ -19,7 +19,7 @@ type children[K comparable] struct {
 type child[K comparable] struct {
 	key    K
 	pid    *actor.PID
-	routed uint64 // requests forwarded to it (the idle handshake compares)
+	routed uint32 // requests forwarded to it (the idle handshake compares)
 }
 
 func newChildren[K comparable]() children[K] {
@@ -50,7 +50,7 @@ func (c *children[K]) route(k K, spawn func() *actor.PID) *child[K] {
 // idle after routed requests is forgotten, and returned to be stopped,
 // unless it is no longer the child of k or more was routed to it since
 // (it will process that and report again).
-func (c *children[K]) idle(k K, pid *actor.PID, routed uint64) *actor.PID {
+func (c *children[K]) idle(k K, pid *actor.PID, routed uint32) *actor.PID {
 	ch := c.byKey[k]
 	if ch == nil || !samePID(ch.pid, pid) || ch.routed != routed {
 		return nil
@@ -62,7 +62,7 @@ func (c *children[K]) idle(k K, pid *actor.PID, routed uint64) *actor.PID {
 // stopIdle is the parent's whole side of the idle handshake, the same for
 // every parent (the report's message type is the child's): it stops the
 // child that reported idle if idle lets it go.
-func (c *children[K]) stopIdle(ctx actor.Context, k K, pid *actor.PID, routed uint64) {
+func (c *children[K]) stopIdle(ctx actor.Context, k K, pid *actor.PID, routed uint32) {
 	if pid := c.idle(k, pid, routed); pid != nil {
 		ctx.Stop(pid)
 	}

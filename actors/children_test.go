@@ -25,7 +25,7 @@ func TestChildrenRegistry(t *testing.T) {
 
 	a := c.route("a", spawn)
 	require.Same(t, a, c.route("a", spawn), "one child per key")
-	assert.Equal(t, uint64(2), a.routed)
+	assert.Equal(t, uint32(2), a.routed)
 	c.route("mover", spawn)
 	assert.Equal(t, 2, c.len())
 	assert.Equal(t, [2]int{1, 1}, c.counts)

@@ -65,14 +65,13 @@ func newMover(env *Env, key primitiveKey) *mover {
 	return &mover{
 		env: env, key: key,
 		timers: scheduler.NewTimerScheduler(env.System.Root),
-		idle:   idleness{key: key},
 		topic:  Topic(scripts.DelayChannel(key.Name)),
 	}
 }
 
 func (q *mover) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	q.idle.note(msg)
+	q.idle.note(isPrimitiveRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		q.self = ctx.Self()
@@ -107,10 +106,12 @@ func (q *mover) Receive(ctx actor.Context) {
 	case *moveDone:
 		q.moved(m)
 	case *idleDue:
-		q.idle.fired(ctx, m, q.isIdle())
+		if q.idle.due(m) {
+			timedOut(&q.idle, ctx, q.key, q.isIdle())
+		}
 		return
 	}
-	q.idle.sync(q.env, q.timers, q.self, q.isIdle())
+	q.idle.sync(ctx, q.env, q.isIdle())
 }
 
 func (q *mover) isIdle() bool {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/scripts"
@@ -84,7 +85,14 @@ type Env struct {
 	// primitives serves the protocol messages that are not about locks (the
 	// delayed queue, semaphores, latches); nil until it exists.
 	primitives *actor.PID
-	reqSeq     atomic.Uint64
+	// locks is the lock manager.
+	locks *actor.PID
+	// timers sends the lock actors' timer messages (it keeps no state: one
+	// for all, not one per held name).
+	timers *scheduler.TimerScheduler
+	// wakeups times the validity deadlines of every lock actor's holds.
+	wakeups *wakeups
+	reqSeq  atomic.Uint64
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:
 	// a send succeeds only if a worker is idle).
 	idle chan func()
@@ -114,7 +122,8 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 
 func newEnv(cfg Config) *Env {
 	ctx, cancel := context.WithCancel(scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall))
-	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func())}
+	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func()),
+		timers: scheduler.NewTimerScheduler(cfg.System.Root), wakeups: newWakeups(cfg.System.Root)}
 }
 
 // workerIdle is how long a call goroutine waits for more work before it ends.

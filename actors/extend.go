@@ -61,6 +61,7 @@ func (a *lockActor) extend(m *Extend) {
 		return
 	}
 	name, rdb, count := a.key.Name, a.env.Redis, h.count
+	a.extending++
 	a.env.goCall(a.self, func(ctx context.Context) any {
 		d := &extendDone{m: m, count: count, sentAt: time.Now()}
 		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
@@ -72,12 +73,13 @@ func (a *lockActor) extend(m *Extend) {
 // when the script was sent, minus drift; never back), or reports the hold
 // lost if Redis no longer has it.
 func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
+	a.extending--
 	h, g := a.goGrant(d.m.Owner, d.m.ID)
 	switch {
 	case d.err != nil:
 		d.m.Reply <- fmt.Errorf("actorlock: extend %q: %w", a.key.Name, d.err)
 	case g == nil:
-		if d.held && a.holds[d.m.Owner] == nil {
+		if d.held && a.holds.get(d.m.Owner) == nil {
 			// The hold's local deadline passed while the script ran, a
 			// moment before Redis would have expired it, and the script
 			// extended it: give back what nobody here holds any more
@@ -97,7 +99,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 
 // goGrant finds the hold of owner and its grant to the Go Acquire id.
 func (a *lockActor) goGrant(owner string, id uint64) (*hold, *grant) {
-	h := a.holds[owner]
+	h := a.holds.get(owner)
 	if h == nil || h.byMessage() {
 		return h, nil
 	}

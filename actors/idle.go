@@ -5,54 +5,83 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 )
 
-// idleness is a child's side of the idle handshake: while the child is idle
-// a timer runs; when it fires (still idle, nothing routed since) the child
-// reports to the primitives actor, which stops it unless more was routed.
+// idleness is a per-name child's side of the idle handshake, the same for
+// the lock actors and the primitives actor's children: while the child is
+// idle a timer runs; when it fires (still idle, nothing routed since) the
+// child reports childIdle to its parent, which stops it unless more was
+// routed meanwhile (children.stopIdle). A lock actor that only holds offers
+// its holds instead (lockAsleep, dormant.go).
+//
+// A timer of its own, not protoactor's receive timeout: that one's timer
+// goroutine writes the actor context's timeout while the actor reads it
+// (a data race), and every message would put it off, a renewal included.
+// routed is 32 bits and seq 8: the handshake only compares routed with the
+// parent's count, which wraps the same way, and seq with the one arming
+// that can still be pending.
 type idleness struct {
-	key      primitiveKey
-	routed   uint64
+	routed   uint32 // messages the parent counted when forwarding them here
+	seq      uint8
+	armed    bool
 	reported bool
-	seq      uint64
 	stop     scheduler.CancelFunc
 }
 
-type idleDue struct{ seq uint64 }
+type idleDue struct{ seq uint8 }
 
-// note counts a message the primitives actor routed here.
-func (i *idleness) note(msg any) {
-	if isPrimitiveRouted(msg) {
+// childIdle is a child's report that it has processed everything routed to
+// it and holds nothing: stopping it now loses nothing.
+type childIdle[K comparable] struct {
+	key    K
+	pid    *actor.PID
+	routed uint32
+}
+
+// note counts a message; counted tells whether the parent counted it when
+// routing it here.
+func (i *idleness) note(counted bool) {
+	if counted {
 		i.routed++
 		i.reported = false
 	}
 }
 
-// sync arms the idle timer exactly while idle.
-func (i *idleness) sync(env *Env, timers *scheduler.TimerScheduler, self *actor.PID, idle bool) {
+// sync arms the timer exactly while idle and not yet reported.
+func (i *idleness) sync(ctx actor.Context, env *Env, idle bool) {
 	idle = idle && !i.reported
 	switch {
-	case idle && i.stop == nil:
+	case idle && !i.armed:
+		i.armed = true
 		i.seq++
-		i.stop = timers.SendOnce(env.IdleAfter, self, &idleDue{seq: i.seq})
-	case !idle && i.stop != nil:
+		i.stop = env.timers.SendOnce(env.IdleAfter, ctx.Self(), &idleDue{seq: i.seq})
+	case !idle && i.armed:
 		i.cancel()
 	}
 }
 
-// fired handles the timer; idle is the child's state now.
-func (i *idleness) fired(ctx actor.Context, m *idleDue, idle bool) {
-	if m.seq != i.seq || i.stop == nil {
-		return
-	}
-	i.stop = nil
-	if idle && !i.reported {
-		i.reported = true
-		ctx.Send(ctx.Parent(), &childIdle{key: i.key, pid: ctx.Self(), routed: i.routed})
+// cancel disarms the timer.
+func (i *idleness) cancel() {
+	if i.armed {
+		i.armed = false
+		i.stop()
+		i.stop = nil
 	}
 }
 
-func (i *idleness) cancel() {
-	if i.stop != nil {
-		i.stop()
-		i.stop = nil
+// due reports whether m is the current arming's firing (a cancelled one
+// may still arrive), and disarms it.
+func (i *idleness) due(m *idleDue) bool {
+	if !i.armed || m.seq != i.seq {
+		return false
+	}
+	i.armed, i.stop = false, nil
+	return true
+}
+
+// timedOut follows a due firing: if the child is still idle it reports to
+// its parent, keyed by key.
+func timedOut[K comparable](i *idleness, ctx actor.Context, key K, idle bool) {
+	if idle && !i.reported {
+		i.reported = true
+		ctx.Send(ctx.Parent(), &childIdle[K]{key: key, pid: ctx.Self(), routed: i.routed})
 	}
 }

@@ -48,7 +48,6 @@ func newLatchActor(env *Env, key primitiveKey) *latchActor {
 	return &latchActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		idle:    idleness{key: key},
 		topic:   Topic(scripts.LatchChannel(key.Name)),
 		waiters: map[uint64]chan<- error{},
 	}
@@ -56,7 +55,7 @@ func newLatchActor(env *Env, key primitiveKey) *latchActor {
 
 func (a *latchActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	a.idle.note(msg)
+	a.idle.note(isPrimitiveRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
@@ -101,11 +100,13 @@ func (a *latchActor) Receive(ctx actor.Context) {
 			a.read()
 		}
 	case *idleDue:
-		a.idle.fired(ctx, m, a.isIdle())
+		if a.idle.due(m) {
+			timedOut(&a.idle, ctx, a.key, a.isIdle())
+		}
 		return
 	}
 	a.sync(ctx)
-	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+	a.idle.sync(ctx, a.env, a.isIdle())
 }
 
 func (a *latchActor) isIdle() bool { return len(a.waiters) == 0 && !a.subscribed && !a.inflight }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -36,40 +35,39 @@ import (
 // lock_holds.go, callers in lock_caller.go, owner actors in
 // lock_liveness.go.
 type lockActor struct {
-	env    *Env
-	key    LockKey // the family's key: see familyKey
-	fam    family
-	self   *actor.PID
-	timers *scheduler.TimerScheduler
+	env  *Env
+	key  LockKey // the family's key: see familyKey
+	fam  family
+	self *actor.PID
 
-	routed       uint64 // requests received from the manager (idle handshake)
-	trimmed      uint64 // routed when trim last looked
-	untrimmed    bool   // pending may keep storage of answered requests
-	idleArmed    bool
-	idleReported bool
-	draining     bool
-	live         bool // the subscription is confirmed
-	headReady    bool // the contender should try
-	contended    bool // a waiter met another owner: wake-ups come by pub/sub
+	idle      idleness // the idle handshake with the manager (idle.go)
+	trimmed   uint32   // idle.routed when trim last looked
+	untrimmed bool     // pending may keep storage of answered requests
+	draining  bool
+	live      bool  // the subscription is confirmed
+	headReady bool  // the contender should try
+	contended bool  // a waiter met another owner: wake-ups come by pub/sub
+	asleep    bool  // its holds went to the manager (dormant.go)
+	handoffs  int32 // consecutive local hand-offs (reentrant lock)
 
-	holds    map[string]*hold  // by owner; only owners holding now
+	holds    holdSet           // by owner; only owners holding now
 	queue    waiters[*request] // unanswered requests; those that wait their turn in its FIFO
 	steps    []step            // waiting to run, before any waiter's attempt
 	inflight step              // the script in flight
 	watched  watchers          // owner actors and requesters
-	handoffs int               // consecutive local hand-offs (reentrant lock)
 	gens     uint64            // renewal registrations made
 
 	wakes      uint64        // unlock messages and (re)subscriptions so far: see attempted
 	subscribed Topic         // zero: none
 	yieldUntil time.Duration // since epoch (timer.go); see afterPublicRelease
 	retry      deadline      // the contender's next try without a message
-	validity   deadline      // the earliest validity deadline of the holds
-	alive      deadline      // the earliest liveness deadline of remote owners (lock_liveness.go)
+	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
+	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
 	givingBack map[string]int // owners with give-backs outstanding (giveback.go)
 	parked     []*attemptStep // attempts waiting for their owner's give-back
-	due        int            // steps waiting on a timer to run (stepDue)
+	due        int32          // steps waiting on a timer to run (stepDue)
+	extending  int32          // Extend scripts in flight
 
 	drained func() // drain: tells the manager once nothing is left to run
 }
@@ -85,7 +83,7 @@ type family interface {
 
 	// blocked reports whether a local hold of another owner rules out
 	// granting r, so that asking Redis is pointless.
-	blocked(holds map[string]*hold, r *request) bool
+	blocked(holds *holdSet, r *request) bool
 	// upgrade reports whether r asks to upgrade its owner's hold h, which
 	// only the owner can end: waiting would deadlock.
 	upgrade(h *hold, r *request) bool
@@ -136,11 +134,6 @@ type waiterDeadline struct{ req *request }
 
 // manager handshake
 type (
-	idleReport struct {
-		key    LockKey
-		pid    *actor.PID
-		routed uint64
-	}
 	drainLock   struct{}
 	lockDrained struct{ key LockKey }
 )
@@ -149,12 +142,10 @@ type (
 // the first watch, and trim drops the storage of what empties.
 func newLockActor(env *Env, key LockKey) *lockActor {
 	return &lockActor{
-		env:    env,
-		key:    key,
-		fam:    familyOf(key.Kind),
-		timers: scheduler.NewTimerScheduler(env.System.Root),
-		holds:  map[string]*hold{},
-		queue:  newWaiters[*request](),
+		env:   env,
+		key:   key,
+		fam:   familyOf(key.Kind),
+		queue: newWaiters[*request](),
 	}
 }
 
@@ -168,8 +159,8 @@ func (a *lockActor) trim() {
 	if len(a.watched) == 0 {
 		a.watched = nil
 	}
-	if a.trimmed != a.routed {
-		a.trimmed, a.untrimmed = a.routed, true
+	if a.trimmed != a.idle.routed {
+		a.trimmed, a.untrimmed = a.idle.routed, true
 	}
 	// A fresh empty map costs a small header, once per burst of requests.
 	if a.untrimmed && len(a.queue.pending) == 0 {
@@ -179,23 +170,53 @@ func (a *lockActor) trim() {
 
 func (a *lockActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	switch msg.(type) {
-	case routed, *messages.AcquireRequest, *messages.ReleaseRequest, *messages.CancelRequest, *messages.RenewRequest:
-		a.routed++
-		a.idleReported = false
+	counted := isLockRouted(msg)
+	a.idle.note(counted)
+	if a.asleep {
+		_, drain := msg.(*drainLock)
+		_, taken := msg.(*sleepTaken)
+		switch {
+		case taken:
+			// The holds are the manager's now; stopping releases nothing.
+			a.holds = holdSet{}
+			ctx.Stop(a.self)
+			return
+		case counted || drain:
+			// The manager kept this actor (more was routed here, or Close
+			// drains: the manager takes no holds then): the holds are still
+			// its own, and a validity deadline ignored meanwhile is checked
+			// again.
+			a.asleep = false
+			a.armValidity()
+		default:
+			if _, stopping := msg.(*actor.Stopping); !stopping {
+				// Handed to the manager or not, the holds are not this
+				// actor's to change until it knows (see sleep).
+				return
+			}
+		}
 	}
 	switch m := msg.(type) {
 	case *actor.Started:
 		// The manager forwards the first request right after the spawn: no
-		// idle timer to arm now (it would give every lock actor protoactor's
-		// context extras, ~250 bytes, for nothing).
+		// idle timer to arm now.
 		a.self = ctx.Self()
+		if a.holds.len() > 0 {
+			a.armValidity() // woken from a dormant record (dormant.go)
+		}
 		return
 	case *actor.Stopping:
 		a.stop(ctx)
 		return
-	case *actor.ReceiveTimeout:
-		a.idleTimeout(ctx)
+	case *idleDue:
+		if !a.idle.due(m) {
+			return
+		}
+		if a.canSleep() {
+			a.sleep(ctx)
+			return
+		}
+		timedOut(&a.idle, ctx, a.key, a.isIdle())
 	case *Acquire:
 		a.admit(ctx, &request{
 			waitState: waitState{key: reqKey{id: strconv.FormatUint(m.ID, 10)}}, kind: m.Key.Kind, owner: m.Owner, lease: m.Lease,
@@ -228,10 +249,13 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		switch {
 		case a.retry.fired(m):
 			a.headReady = true
-		case a.validity.fired(m):
-			a.expireHolds(ctx)
-		case a.alive.fired(m):
+		case a.alive != nil && a.alive.fired(m):
 			a.expireOwners(ctx)
+		}
+	case *wakeupDue:
+		if a.validity.due(m) {
+			a.env.wakeups.cancel(&a.validity)
+			a.expireHolds(ctx)
 		}
 	case *stepDue:
 		a.due--
@@ -246,12 +270,11 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.headReady = true
 		a.wakes++
 	case *Renewed:
-		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
-			h.extend(m.SentAt.Add(a.env.Watchdog - Drift(a.env.Watchdog)))
+		if renewed(a.env, &a.holds, m.Owner, m.Gen, m.SentAt) {
 			a.armValidity()
 		}
 	case *RenewGone:
-		if h := a.holds[m.Owner]; h != nil && h.gen == m.Gen {
+		if h := a.holds.get(m.Owner); h != nil && h.gen == m.Gen {
 			a.lost(ctx, h, LossGone, "the lock is gone from Redis (deleted, expired or taken by another owner)")
 		}
 	case *actor.Terminated:
@@ -261,6 +284,16 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	}
 	a.kick(ctx)
 	a.trim()
+}
+
+// isLockRouted tells the lock actor which messages the manager counted when
+// routing them (the idle handshake compares the counts).
+func isLockRouted(msg any) bool {
+	switch msg.(type) {
+	case routed, *messages.AcquireRequest, *messages.ReleaseRequest, *messages.CancelRequest, *messages.RenewRequest:
+		return true
+	}
+	return false
 }
 
 // ---- admission -------------------------------------------------------------
@@ -301,7 +334,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: request id %q is already pending", ErrInvalidArgument, r.key.id)})
 		return
 	}
-	h := a.holds[r.owner]
+	h := a.holds.get(r.owner)
 	if h != nil && h.byMessage() != (r.actor() != nil) {
 		// A Go handle naming an owner id (WithOwner) never enters a hold
 		// acquired by message, whose owner is a token, nor the reverse.
@@ -317,13 +350,13 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 	}
 	a.queue.add(r)
 	a.watched.watch(ctx, r.from())
-	a.queue.expireAt(a.timers, a.self, r, r.deadline, &waiterDeadline{req: r})
+	a.queue.expireAt(a.env.timers, a.self, r, r.deadline, &waiterDeadline{req: r})
 	switch {
 	case h != nil && !upgrade:
 		// Re-entry: the owner already holds the lock, so it must not wait
 		// behind others (they wait for it).
 		a.steps = append(a.steps, &attemptStep{req: r})
-	case r.tryOnce && a.fam.blocked(a.holds, r):
+	case r.tryOnce && a.fam.blocked(&a.holds, r):
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 	case r.tryOnce:
 		a.steps = append(a.steps, &attemptStep{req: r})
@@ -355,7 +388,7 @@ func (a *lockActor) deadlinePassed(ctx actor.Context, r *request) {
 		return
 	}
 	err := ErrNotAcquired
-	if a.fam.upgrade(a.holds[r.owner], r) {
+	if a.fam.upgrade(a.holds.get(r.owner), r) {
 		err = upgradeError()
 	}
 	a.answer(ctx, r, AcquireResult{Err: err, HolderTTL: -1})
@@ -397,7 +430,7 @@ func (a *lockActor) contender() *request {
 		return nil
 	}
 	head := a.front()
-	if head.inflight || a.fam.blocked(a.holds, head) || (a.fam.queues() && !head.enqueued) || a.givingBackFor(head.owner) {
+	if head.inflight || a.fam.blocked(&a.holds, head) || (a.fam.queues() && !head.enqueued) || a.givingBackFor(head.owner) {
 		return nil
 	}
 	return head
@@ -409,7 +442,7 @@ func (a *lockActor) armRetry(holderTTL time.Duration) {
 		// is missed.
 		holderTTL = a.env.Watchdog
 	}
-	a.retry.set(a.timers, a.self, holderTTL)
+	a.retry.set(a.env.timers, a.self, holderTTL)
 }
 
 // ---- outcomes of attempts ----------------------------------------------------
@@ -437,7 +470,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 			a.unconfirmed(ctx, r, g, s.acked)
 			return
 		}
-		if a.holds[r.owner] == nil {
+		if a.holds.get(r.owner) == nil {
 			a.handoffs = 0
 		}
 		if r.met {
@@ -446,7 +479,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		a.granted(ctx, r, g, d.sentAt)
 		return
 	}
-	if h := a.holds[r.owner]; h != nil && !a.fam.upgrade(h, r) {
+	if h := a.holds.get(r.owner); h != nil && !a.fam.upgrade(h, r) {
 		// A re-entry found another owner in Redis: this hold is gone.
 		a.lost(ctx, h, LossTaken, "the lock is held by another owner")
 	}
@@ -487,14 +520,14 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		a.lateGrant(ctx, r, g, lease)
 		return
 	}
-	h := a.holds[r.owner]
+	h := a.holds.get(r.owner)
 	if h == nil {
 		h = &hold{owner: r.owner}
 		if c := r.actor(); c != nil {
 			h.by = &ownerActor{from: c.from, remote: c.remote, unreachable: c.unreachable}
 			a.watched.watch(ctx, c.from)
 		}
-		a.holds[r.owner] = h
+		a.holds.put(h)
 	}
 	if c := r.actor(); c != nil && c.remote {
 		// Acquiring proves the owner alive now; a Terminated of the sender
@@ -551,7 +584,7 @@ func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, 
 	pause := time.Duration(10<<r.unsynced) * time.Millisecond
 	if a.queue.queued(r) {
 		a.headReady = false
-		a.retry.set(a.timers, a.self, pause)
+		a.retry.set(a.env.timers, a.self, pause)
 		return
 	}
 	a.runLater(pause, &attemptStep{req: r})

@@ -35,7 +35,7 @@ func (fair) force(ctx context.Context, rdb scripts.Client, name string, _ bool) 
 	return scripts.ForceUnlockFair(ctx, rdb, name)
 }
 
-func (fair) blocked(holds map[string]*hold, r *request) bool { return heldByOther(holds, r) }
+func (fair) blocked(holds *holdSet, r *request) bool { return heldByOther(holds, r) }
 
 func (fair) upgrade(*hold, *request) bool { return false }
 
@@ -49,7 +49,7 @@ func (fair) handsTo(_ *lockActor, next *request) bool { return next.enqueued }
 // holder's release hands the lock to that waiter directly when it is the
 // head, so a lock passed around in one process never subscribes.
 func (fair) wantTopic(a *lockActor) Topic {
-	if a.queue.waiting() == 0 || len(a.holds) > 0 {
+	if a.queue.waiting() == 0 || a.holds.len() > 0 {
 		return ""
 	}
 	head := a.front()

@@ -76,7 +76,7 @@ func (h *hold) extend(until time.Time) {
 // refused without asking Redis.
 func (a *lockActor) localTTL() time.Duration {
 	ttl := time.Duration(-1)
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		ttl = max(ttl, h.validUntil-since(), 0)
 	}
 	return ttl
@@ -93,7 +93,7 @@ func (a *lockActor) syncRenewal(h *hold) {
 		}
 		h.renewReads = h.count
 		a.env.System.Root.Send(a.env.renewal, &RenewRegister{
-			Name: a.key.Name, Owner: h.owner, Gen: h.gen, Lock: a.self, RW: a.fam.shares(), Reads: h.count,
+			Name: a.key.Name, Kind: a.key.Kind, Owner: h.owner, Gen: h.gen, RW: a.fam.shares(), Reads: h.count,
 		})
 	case h.watchdogs == 0 && h.gen != 0:
 		a.env.System.Root.Send(a.env.renewal, &RenewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
@@ -105,7 +105,7 @@ func (a *lockActor) syncRenewal(h *hold) {
 func (a *lockActor) dropHold(ctx actor.Context, h *hold) {
 	h.watchdogs = 0
 	a.syncRenewal(h)
-	delete(a.holds, h.owner)
+	a.holds.del(h.owner)
 	a.watched.unwatch(ctx, h.from())
 }
 
@@ -177,7 +177,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 // could not renew it in time (or it had a fixed lease that is over).
 func (a *lockActor) expireHolds(ctx actor.Context) {
 	now := since()
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if now >= h.validUntil {
 			why, reason := LossLocalDeadline, "the lease expired"
 			if h.watchdogs > 0 {
@@ -190,17 +190,96 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 	a.armValidity()
 }
 
-// armValidity keeps one timer at the earliest validity deadline of all
-// holds, moved with every renewal; if it fires early (the earliest hold
-// went meanwhile), expireHolds re-arms it.
+// armValidity keeps the actor's entry in the runtime's wakeups at the
+// earliest validity deadline of all holds, moved with every renewal; if it
+// fires early (the earliest hold went meanwhile), expireHolds re-arms it.
 func (a *lockActor) armValidity() {
+	earliest := a.holds.earliest()
+	if earliest < 0 {
+		a.env.wakeups.cancel(&a.validity)
+		return
+	}
+	a.env.wakeups.set(&a.validity, a.self, earliest)
+}
+
+// earliest is the earliest validity deadline of the holds, -1 if none.
+func (s *holdSet) earliest() time.Duration {
 	earliest := time.Duration(-1)
-	for _, h := range a.holds {
+	for h := range s.all {
 		if earliest < 0 || h.validUntil < earliest {
 			earliest = h.validUntil
 		}
 	}
-	if earliest >= 0 {
-		a.validity.moveTo(a.env.System.Root, a.self, epoch.Add(earliest))
+	return earliest
+}
+
+// renewed applies a renewal of registration gen, sent at sentAt, to the
+// hold of owner, if that registration is still the hold's, and reports
+// whether it did.
+func renewed(env *Env, holds *holdSet, owner string, gen uint64, sentAt time.Time) bool {
+	h := holds.get(owner)
+	if h == nil || h.gen != gen {
+		return false
+	}
+	h.extend(sentAt.Add(env.Watchdog - Drift(env.Watchdog)))
+	return true
+}
+
+// holdSet is the holds of a lock actor by owner. Nearly every held name has
+// one owner: it is kept in one, without a map (a Go map with one entry takes
+// ~250 bytes per held name); more holds the other owners (readers of a
+// read-write lock, WithOwner ids), made on first use and dropped when empty.
+type holdSet struct {
+	one  *hold
+	more map[string]*hold
+}
+
+func (s *holdSet) get(owner string) *hold {
+	if s.one != nil && s.one.owner == owner {
+		return s.one
+	}
+	return s.more[owner]
+}
+
+// put adds h, whose owner holds nothing here yet.
+func (s *holdSet) put(h *hold) {
+	if s.one == nil {
+		s.one = h
+		return
+	}
+	if s.more == nil {
+		s.more = map[string]*hold{}
+	}
+	s.more[h.owner] = h
+}
+
+func (s *holdSet) del(owner string) {
+	if s.one != nil && s.one.owner == owner {
+		s.one = nil
+		return
+	}
+	delete(s.more, owner)
+	if len(s.more) == 0 {
+		s.more = nil
+	}
+}
+
+func (s *holdSet) len() int {
+	n := len(s.more)
+	if s.one != nil {
+		n++
+	}
+	return n
+}
+
+// all yields every hold; the loop may delete the hold it is given.
+func (s *holdSet) all(yield func(*hold) bool) {
+	if h := s.one; h != nil && !yield(h) {
+		return
+	}
+	for _, h := range s.more {
+		if !yield(h) {
+			return
+		}
 	}
 }

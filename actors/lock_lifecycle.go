@@ -30,34 +30,48 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 	}
 }
 
-func (a *lockActor) idle() bool {
-	return len(a.holds) == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
+func (a *lockActor) isIdle() bool {
+	return a.holds.len() == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
 		a.due == 0 && len(a.givingBack) == 0
 }
 
-// syncIdle arms the receive timeout exactly while idle; when it fires the
-// manager is asked to stop this actor (see manager.idle). The lock actor
-// uses protoactor's receive timeout rather than idleness (idle.go): the
-// manager's side of the handshake takes an idleReport keyed by LockKey.
+// syncIdle runs the idle handshake (idle.go) while idle, or while all
+// this actor has is holds that can go dormant (canSleep); the manager stops
+// this actor if nothing was routed to it meanwhile.
 func (a *lockActor) syncIdle(ctx actor.Context) {
-	idle := a.idle() && !a.idleReported && !a.draining
-	switch {
-	case idle && !a.idleArmed:
-		a.idleArmed = true
-		ctx.SetReceiveTimeout(a.env.IdleAfter)
-	case !idle && a.idleArmed:
-		a.idleArmed = false
-		ctx.CancelReceiveTimeout()
-	}
+	a.idle.sync(ctx, a.env, (a.isIdle() || a.canSleep()) && !a.draining)
 }
 
-func (a *lockActor) idleTimeout(ctx actor.Context) {
-	a.idleArmed = false
-	ctx.CancelReceiveTimeout()
-	if a.idle() {
-		a.idleReported = true
-		ctx.Send(ctx.Parent(), &idleReport{key: a.key, pid: a.self, routed: a.routed})
+// canSleep reports whether all this actor has is holds of Go callers, so
+// that the manager can keep them as a dormant record and this actor stop
+// (dormant.go): nothing queued, running, timed, subscribed or watched.
+func (a *lockActor) canSleep() bool {
+	if a.holds.len() == 0 || a.draining || len(a.queue.pending) > 0 || a.inflight != nil || len(a.steps) > 0 ||
+		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.givingBack) > 0 || len(a.parked) > 0 ||
+		len(a.watched) > 0 || a.retry.at != 0 || (a.alive != nil && a.alive.at != 0) || since() < a.yieldUntil {
+		return false
 	}
+	for h := range a.holds.all {
+		if h.by != nil {
+			return false // an owner actor's: watched, maybe remote (lock_liveness.go)
+		}
+	}
+	return true
+}
+
+// sleep offers the holds to the manager as a dormant record, by the idle
+// handshake: the manager takes them and stops this actor if nothing was
+// routed here since, or drops the offer (and this actor hears of it by the
+// routed message, see Receive). Until then the holds are nobody's to
+// change: asleep makes this actor ignore all but routed messages.
+func (a *lockActor) sleep(ctx actor.Context) {
+	a.idle.reported, a.asleep = true, true
+	a.env.wakeups.cancel(&a.validity)
+	rec := &dormant{key: a.key, holds: a.holds, gens: a.gens, handoffs: a.handoffs}
+	ctx.Send(ctx.Parent(), &lockAsleep{
+		childIdle: childIdle[LockKey]{key: a.key, pid: a.self, routed: a.idle.routed},
+		rec:       rec,
+	})
 }
 
 // drain is Close: fail every request, release every hold, then report.
@@ -66,9 +80,9 @@ func (a *lockActor) drain(ctx actor.Context) {
 	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		a.releaseAll(h, ErrClosed)
-		delete(a.holds, h.owner)
+		a.holds.del(h.owner)
 	}
 	parent := ctx.Parent()
 	a.drained = func() { a.env.System.Root.Send(parent, &lockDrained{key: a.key}) }
@@ -79,12 +93,15 @@ func (a *lockActor) drain(ctx actor.Context) {
 // released best effort, without waiting.
 func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
-	a.validity.cancel()
-	a.alive.cancel()
+	a.env.wakeups.cancel(&a.validity)
+	if a.alive != nil {
+		a.alive.cancel()
+	}
+	a.idle.cancel()
 	for _, r := range a.queue.pending {
 		a.answer(ctx, r, AcquireResult{Err: ErrClosed})
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	for _, s := range a.steps {

@@ -70,7 +70,7 @@ func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
 			}
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if from := h.from(); from != nil && pidKey(from) == k {
 			a.releaseAll(h, lostError("the owner actor stopped"))
 		}
@@ -95,7 +95,7 @@ func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
 			c.unreachable = c.unreachable || unreachable
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if from := h.from(); from != nil && pidKey(from) == k {
 			o := h.by
 			o.suspect = true
@@ -128,7 +128,7 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 		respond(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
 		return
 	}
-	if h := a.holds[owner]; h != nil && h.by != nil && h.by.remote {
+	if h := a.holds.get(owner); h != nil && h.by != nil && h.by.remote {
 		h.by.aliveUntil = time.Now().Add(a.env.Watchdog)
 		h.by.suspect, h.by.unreachable = false, false
 	}
@@ -142,7 +142,7 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 
 // knows reports whether owner holds or waits for the lock here by message.
 func (a *lockActor) knows(owner string) bool {
-	if h := a.holds[owner]; h != nil && h.byMessage() && len(h.grants) > 0 {
+	if h := a.holds.get(owner); h != nil && h.byMessage() && len(h.grants) > 0 {
 		return true
 	}
 	for _, r := range a.queue.pending {
@@ -167,7 +167,7 @@ func (a *lockActor) armAlive() {
 			earliest = t
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if h.liveness() {
 			consider(h.by.aliveUntil)
 		}
@@ -178,6 +178,9 @@ func (a *lockActor) armAlive() {
 		}
 	}
 	if !earliest.IsZero() {
+		if a.alive == nil {
+			a.alive = &deadline{}
+		}
 		a.alive.moveTo(a.env.System.Root, a.self, earliest)
 	}
 }
@@ -197,7 +200,7 @@ func (a *lockActor) expireOwners(ctx actor.Context) {
 			}
 		}
 	}
-	for _, h := range a.holds {
+	for h := range a.holds.all {
 		if h.liveness() && !now.Before(h.by.aliveUntil) {
 			reason := fmt.Sprintf("no RenewRequest from the remote owner for %v", a.env.Watchdog)
 			if h.by.suspect {

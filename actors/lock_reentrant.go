@@ -36,13 +36,13 @@ func (reentrant) force(ctx context.Context, rdb scripts.Client, name string, _ b
 	return scripts.ForceUnlockLock(ctx, rdb, name)
 }
 
-func (reentrant) blocked(holds map[string]*hold, r *request) bool { return heldByOther(holds, r) }
+func (reentrant) blocked(holds *holdSet, r *request) bool { return heldByOther(holds, r) }
 
 func (reentrant) upgrade(*hold, *request) bool { return false }
 
 // handsTo: the owner's last release goes straight to the head, MaxHandoffs
 // times in a row at most, then publicly so that other processes get a turn.
-func (reentrant) handsTo(a *lockActor, _ *request) bool { return a.handoffs < a.env.MaxHandoffs }
+func (reentrant) handsTo(a *lockActor, _ *request) bool { return int(a.handoffs) < a.env.MaxHandoffs }
 
 func (reentrant) wantTopic(a *lockActor) Topic {
 	if !a.contended {
@@ -72,9 +72,9 @@ func (reentrant) forceEnds(*hold, bool) bool { return true }
 func (reentrant) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
 
 // heldByOther reports whether an owner other than r's holds the lock here.
-func heldByOther(holds map[string]*hold, r *request) bool {
-	for owner := range holds {
-		if owner != r.owner {
+func heldByOther(holds *holdSet, r *request) bool {
+	for h := range holds.all {
+		if h.owner != r.owner {
 			return true
 		}
 	}

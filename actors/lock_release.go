@@ -20,7 +20,7 @@ func (a *lockActor) releaseGo(m *Release) {
 			m.Reply <- res
 		}
 	}
-	h := a.holds[m.Owner]
+	h := a.holds.get(m.Owner)
 	var g *grant
 	if h != nil && !h.byMessage() {
 		for i, x := range h.grants {
@@ -52,7 +52,7 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 		respond(ReleaseResult{Err: err})
 		return
 	}
-	h := a.holds[owner]
+	h := a.holds.get(owner)
 	write := m.Kind == messages.Kind_KIND_WRITE
 	var g *grant
 	if h != nil && h.byMessage() {
@@ -109,7 +109,7 @@ func (a *lockActor) cancelMessage(ctx actor.Context, m *messages.CancelRequest) 
 // ---- outcomes ----------------------------------------------------------------
 
 func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
-	h := a.holds[s.owner]
+	h := a.holds.get(s.owner)
 	if d.err != nil {
 		a.releaseFailed(s, h, d.err)
 		if s.next != nil && mayHaveRun(d.err) {
@@ -225,7 +225,7 @@ func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 
 func (a *lockActor) forced(ctx actor.Context, s *forceStep, err error) {
 	if err == nil && s.deleted {
-		for _, h := range a.holds {
+		for h := range a.holds.all {
 			if a.fam.forceEnds(h, s.write) {
 				a.lost(ctx, h, LossGone, "the lock was force-unlocked")
 			}

@@ -38,10 +38,10 @@ func (readWrite) force(ctx context.Context, rdb scripts.Client, name string, wri
 
 // blocked: any write hold of another owner keeps a reader out; any hold
 // of another owner, or the owner's own read holds (an upgrade), a writer.
-func (readWrite) blocked(holds map[string]*hold, r *request) bool {
-	for owner, h := range holds {
+func (readWrite) blocked(holds *holdSet, r *request) bool {
+	for h := range holds.all {
 		switch {
-		case owner == r.owner:
+		case h.owner == r.owner:
 			if r.write() && h.writes == 0 && h.count > 0 {
 				return true
 			}

@@ -93,8 +93,8 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		a.parked = append(a.parked, s)
 		return nil
 	}
-	h := a.holds[r.owner]
-	if h == nil && r.tryOnce && a.fam.blocked(a.holds, r) {
+	h := a.holds.get(r.owner)
+	if h == nil && r.tryOnce && a.fam.blocked(&a.holds, r) {
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 		return nil
 	}
@@ -153,7 +153,7 @@ func (s *releaseStep) answer(res ReleaseResult) {
 }
 
 func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
-	h := a.holds[s.owner]
+	h := a.holds.get(s.owner)
 	if h == nil && s.grant != nil {
 		s.answer(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 		return nil
@@ -347,5 +347,5 @@ func (a *lockActor) retryLater(s step, giveUpAt time.Time) bool {
 // runLater runs s first after pause. The actor is not idle meanwhile.
 func (a *lockActor) runLater(pause time.Duration, s step) {
 	a.due++
-	a.timers.SendOnce(pause, a.self, &stepDue{step: s})
+	a.env.timers.SendOnce(pause, a.self, &stepDue{step: s})
 }

@@ -22,6 +22,7 @@ type manager struct {
 	env      *Env
 	current  any // the message being handled, its name mapped (see mapName)
 	locks    children[LockKey]
+	sleeping map[LockKey]*dormant // held names without a live actor (dormant.go)
 	draining bool
 	waiting  map[LockKey]bool // drain: lock actors not done yet
 	drained  chan<- struct{}
@@ -35,12 +36,18 @@ type manager struct {
 }
 
 func newManager(env *Env) *manager {
-	m := &manager{env: env, locks: newChildren[LockKey]()}
+	m := &manager{env: env, locks: newChildren[LockKey](), sleeping: map[LockKey]*dormant{}}
 	// The default mailbox, not protoactor's lock-free one (~180 bytes less
 	// per held name): a consumer that finds a message counted but not yet
 	// linked in spins until its producer runs again, which on a loaded
 	// machine stalls the caller whose goroutine runs the lock actor.
-	m.lockProps = props(func() actor.Actor { return newLockActor(m.env, m.spawning) })
+	m.lockProps = props(func() actor.Actor {
+		a := newLockActor(m.env, m.spawning)
+		if rec := m.waking(m.spawning); rec != nil {
+			a.restore(rec)
+		}
+		return a
+	})
 	return m
 }
 
@@ -62,10 +69,12 @@ func (m *manager) Receive(ctx actor.Context) {
 	}
 	switch msg := m.current.(type) {
 	case routed:
-		switch key := familyKey(msg.lockKey()); {
+		key := familyKey(msg.lockKey())
+		rec := m.sleeping[key]
+		switch {
 		case m.draining:
 			refuseClosed(msg)
-		case m.locks.get(key) == nil && !spawns(msg):
+		case m.locks.get(key) == nil && rec == nil && !spawns(msg):
 			refuseStale(msg)
 		default:
 			m.route(ctx, key)
@@ -83,8 +92,16 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "held or awaited")
 	case *messages.CancelRequest:
 		m.routeOwned(ctx, msg, msg.Kind, msg.Name, msg.RequestId, msg.OwnerToken, "awaited")
-	case *idleReport:
+	case *childIdle[LockKey]:
 		m.locks.stopIdle(ctx, msg.key, msg.pid, msg.routed)
+	case *renewReport:
+		m.renewReport(ctx, msg)
+	case *lockAsleep:
+		m.asleep(ctx, msg)
+	case *wakeupDue:
+		m.validityDue(ctx, msg)
+	case *actor.Stopping, *actor.Restarting:
+		m.dropDormant()
 	case *actor.Terminated:
 		if _, alive := m.env.System.ProcessRegistry.GetLocal(msg.Who.GetId()); alive {
 			// Forged (any remote peer can send a Terminated naming our
@@ -95,10 +112,20 @@ func (m *manager) Receive(ctx actor.Context) {
 		if k, ok := m.locks.terminated(msg.Who); ok {
 			m.doneDraining(k)
 		}
+		if msg.Who.GetAddress() == ctx.Self().GetAddress() {
+			// Who is the stopped child's own PID, which protoactor's set of
+			// this actor's children may keep in a slot past its end
+			// (PIDSet.Remove does not clear it); the PID caches its
+			// process, which would keep the whole dead actor (~1.3 KiB) in
+			// memory until the slot is reused. Nothing uses the PID any
+			// more: clearing it drops the cache.
+			proto.Reset(msg.Who)
+		}
 	case *drainAll:
 		m.draining = true
 		m.drained = msg.done
 		m.waiting = map[LockKey]bool{}
+		m.wakeAll(ctx)
 		m.locks.each(func(c *child[LockKey]) {
 			m.waiting[c.key] = true
 			ctx.Send(c.pid, &drainLock{})
@@ -106,8 +133,8 @@ func (m *manager) Receive(ctx actor.Context) {
 		m.doneDraining(LockKey{})
 	case *lockDrained:
 		m.doneDraining(msg.key)
-	case *statsQuery:
-		msg.reply <- m.locks.len()
+	case *lockStats:
+		msg.reply <- [2]int{m.locks.len() + len(m.sleeping), len(m.sleeping)}
 	default:
 		// The runtime's PID takes every message of the protocol; those
 		// that are not about locks belong to the primitives actor.
@@ -135,7 +162,7 @@ func (m *manager) routeOwned(ctx actor.Context, req proto.Message, kind messages
 		err = ErrClosed
 	}
 	key := familyKey(LockKey{Kind: kind, Name: name})
-	if err == nil && m.locks.get(key) != nil {
+	if err == nil && (m.locks.get(key) != nil || m.sleeping[key] != nil) {
 		m.route(ctx, key)
 		return
 	}
@@ -146,11 +173,14 @@ func (m *manager) routeOwned(ctx actor.Context, req proto.Message, kind messages
 }
 
 func (m *manager) route(ctx actor.Context, key LockKey) {
-	c := m.locks.route(key, func() *actor.PID {
-		m.spawning = key
-		return ctx.Spawn(m.lockProps)
-	})
+	c := m.locks.route(key, func() *actor.PID { return m.spawn(ctx, key) })
 	m.forward(ctx, c.pid)
+}
+
+// spawn starts the lock actor of key, with its dormant record if it has one.
+func (m *manager) spawn(ctx actor.Context, key LockKey) *actor.PID {
+	m.spawning = key
+	return ctx.Spawn(m.lockProps)
 }
 
 // forward passes the message being handled on to pid, from its sender: as

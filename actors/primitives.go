@@ -33,14 +33,6 @@ func newPrimitives(env *Env) *primitives {
 	return p
 }
 
-// childIdle is a child's report that it has processed everything routed to
-// it and holds nothing: stopping it now loses nothing.
-type childIdle struct {
-	key    primitiveKey
-	pid    *actor.PID
-	routed uint64
-}
-
 // primitivesStats asks the primitives actor for its counts: movers, and the
 // other children.
 type primitivesStats struct{ reply chan<- [2]int }
@@ -64,7 +56,7 @@ func (p *primitives) Receive(ctx actor.Context) {
 		if key := (primitiveKey{waitKind(m.Kind), m.Name}); p.children.get(key) != nil && ctx.Sender() != nil {
 			p.route(ctx, key)
 		}
-	case *childIdle:
+	case *childIdle[primitiveKey]:
 		p.children.stopIdle(ctx, m.key, m.pid, m.routed)
 	case *actor.Terminated:
 		p.children.terminated(m.Who)

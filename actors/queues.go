@@ -66,14 +66,13 @@ func newQueueActor(env *Env, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
 		timers: scheduler.NewTimerScheduler(env.System.Root),
-		idle:   idleness{key: key},
 		queue:  newWaiters[*takeReq](),
 	}
 }
 
 func (a *queueActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	a.idle.note(msg)
+	a.idle.note(isPrimitiveRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
@@ -106,11 +105,13 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *idleDue:
-		a.idle.fired(ctx, m, a.isIdle())
+		if a.idle.due(m) {
+			timedOut(&a.idle, ctx, a.key, a.isIdle())
+		}
 		return
 	}
 	a.kick()
-	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+	a.idle.sync(ctx, a.env, a.isIdle())
 }
 
 func (a *queueActor) isIdle() bool {

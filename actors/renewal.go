@@ -9,18 +9,21 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 )
 
 // RenewRegister asks the watchdog to renew Owner's hold of lock Name until
-// RenewCancel with the same Gen. Lock is told about every renewal. Sent
-// again with the same Gen, it updates the registration (a read-write lock's
-// read count, whose read-hold keys are renewed too).
+// RenewCancel with the same Gen. The lock manager is told about every
+// renewal (renewReport), and tells the lock actor, or applies it to the
+// name's dormant record (dormant.go). Sent again with the same Gen, it
+// updates the registration (a read-write lock's read count, whose
+// read-hold keys are renewed too).
 type RenewRegister struct {
 	Name  string
+	Kind  messages.Kind // the lock actor's key: see familyKey
 	Owner string
 	Gen   uint64
-	Lock  *actor.PID
 	RW    bool  // a read-write lock
 	Reads int64 // its read holds
 }
@@ -33,8 +36,10 @@ type RenewCancel struct {
 }
 
 // Renewed tells a lock actor that registration Gen was renewed by a call sent
-// at SentAt (monotonic): its hold is valid until SentAt + lease.
+// at SentAt (monotonic): its hold is valid until SentAt + lease. The
+// manager routes it, or applies it to a dormant name's record.
 type Renewed struct {
+	Key    LockKey
 	Owner  string
 	Gen    uint64
 	SentAt time.Time
@@ -43,8 +48,22 @@ type Renewed struct {
 // RenewGone tells a lock actor that Redis no longer has registration Gen's
 // hold (deleted, expired or taken): the hold is lost.
 type RenewGone struct {
+	Key   LockKey
 	Owner string
 	Gen   uint64
+}
+
+func (m *Renewed) lockKey() LockKey   { return m.Key }
+func (m *RenewGone) lockKey() LockKey { return m.Key }
+
+// renewReport is what became of the holds of one chunk of a round, for the
+// lock manager: one message per chunk (up to renewChunk scripts of holds),
+// not one per hold, so that 100k holds do not queue 100k messages at the
+// manager ahead of the requests it routes. The entries' fields it reads
+// (name, kind, owner, gen) never change.
+type renewReport struct {
+	sentAt        time.Time
+	renewed, gone []*renewEntry
 }
 
 type renewTick struct{}
@@ -76,7 +95,7 @@ type renewKey struct{ name, owner string }
 type renewEntry struct {
 	renewKey
 	gen   uint64
-	lock  *actor.PID
+	kind  messages.Kind
 	rw    bool
 	reads int64
 	// In renewal.order.
@@ -143,7 +162,7 @@ func (r *renewal) Receive(ctx actor.Context) {
 		if old := r.entries[k]; old != nil {
 			r.order.remove(old)
 		}
-		e := &renewEntry{renewKey: k, gen: m.Gen, lock: m.Lock, rw: m.RW, reads: m.Reads}
+		e := &renewEntry{renewKey: k, gen: m.Gen, kind: m.Kind, rw: m.RW, reads: m.Reads}
 		r.entries[k] = e
 		r.order.pushBack(e)
 		r.syncTicker(ctx)
@@ -307,6 +326,7 @@ func (r *renewal) report(d *renewDone) {
 	if d.err != nil {
 		r.env.Log.Warn("actorlock: lock renewal failed", slog.Any("error", d.err))
 	}
+	rep := &renewReport{sentAt: d.sentAt}
 	for i, batch := range d.batches {
 		if d.held[i] == nil {
 			r.renewalFailed(batch, d.err)
@@ -320,12 +340,15 @@ func (r *renewal) report(d *renewDone) {
 			if d.held[i][j] {
 				r.order.remove(cur)
 				r.order.pushBack(cur)
-				r.env.System.Root.Send(e.lock, &Renewed{Owner: e.owner, Gen: e.gen, SentAt: d.sentAt})
+				rep.renewed = append(rep.renewed, e)
 				continue
 			}
 			delete(r.entries, e.renewKey)
 			r.order.remove(cur)
-			r.env.System.Root.Send(e.lock, &RenewGone{Owner: e.owner, Gen: e.gen})
+			rep.gone = append(rep.gone, e)
 		}
+	}
+	if len(rep.renewed)+len(rep.gone) > 0 {
+		r.env.System.Root.Send(r.env.locks, rep)
 	}
 }

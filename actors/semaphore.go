@@ -109,7 +109,6 @@ func newSemaphoreActor(env *Env, key primitiveKey) *semaphoreActor {
 	return &semaphoreActor{
 		env: env, key: key, expirable: key.Kind == primExpirable,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		idle:    idleness{key: key},
 		topic:   Topic(scripts.SemaphoreChannel(key.Name)),
 		queue:   newWaiters[*semReq](),
 		watched: watchers{},
@@ -118,7 +117,7 @@ func newSemaphoreActor(env *Env, key primitiveKey) *semaphoreActor {
 
 func (a *semaphoreActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
-	a.idle.note(msg)
+	a.idle.note(isPrimitiveRouted(msg))
 	switch m := msg.(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
@@ -170,12 +169,14 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *idleDue:
-		a.idle.fired(ctx, m, a.isIdle())
+		if a.idle.due(m) {
+			timedOut(&a.idle, ctx, a.key, a.isIdle())
+		}
 		return
 	}
 	a.kick()
 	a.syncSubscription(ctx)
-	a.idle.sync(a.env, a.timers, a.self, a.isIdle())
+	a.idle.sync(ctx, a.env, a.isIdle())
 }
 
 func (a *semaphoreActor) isIdle() bool {

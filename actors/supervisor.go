@@ -29,12 +29,13 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		// The watchdog runs on goroutines of its own (not on the one that
 		// sends to it): the goroutines renewing in Redis hand it a chunk's
 		// outcome and go on with the next chunk while it tells the lock
-		// actors, so a round's last renewal leaves without waiting for
-		// 100k Renewed messages to be processed.
+		// manager, so a round's last renewal leaves without waiting for
+		// the outcomes of 100k holds to be processed.
 		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }, actor.WithDispatcher(actor.NewDefaultDispatcher(300))))
 		// Before the manager, which forwards the protocol's other messages here.
 		s.env.primitives = ctx.Spawn(props(func() actor.Actor { return newPrimitives(s.env) }, actor.WithSupervisor(lockSupervision)))
 		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
+		s.env.locks = mgr
 		s.ready <- mgr
 	case *actor.Stopped:
 		close(s.stopped)
@@ -78,7 +79,8 @@ func (h *Handle) Drain(ctx context.Context) error {
 // Stats counts what the runtime keeps: lock actors, pub/sub topics and
 // watchdog registrations.
 type Stats struct {
-	LockActors    int
+	LockActors    int // live lock actors and dormant names
+	DormantLocks  int
 	Subscriptions int
 	Renewals      int
 	// DelayedQueueMovers and PrimitiveActors: the primitives actor's children
@@ -90,6 +92,10 @@ type Stats struct {
 // statsQuery asks an actor for its count.
 type statsQuery struct{ reply chan<- int }
 
+// lockStats asks the manager for its counts: lock names with state (live
+// actors and dormant names), and dormant names.
+type lockStats struct{ reply chan<- [2]int }
+
 // Stats asks the manager, the router, the watchdog and the primitives actor
 // for their counts.
 func (h *Handle) Stats(ctx context.Context) (Stats, error) {
@@ -97,13 +103,18 @@ func (h *Handle) Stats(ctx context.Context) (Stats, error) {
 	for _, q := range []struct {
 		pid *actor.PID
 		n   *int
-	}{{h.manager, &out.LockActors}, {h.env.router, &out.Subscriptions}, {h.env.renewal, &out.Renewals}} {
+	}{{h.env.router, &out.Subscriptions}, {h.env.renewal, &out.Renewals}} {
 		n, err := askActor(ctx, h, q.pid, func(reply chan<- int) any { return &statsQuery{reply: reply} })
 		if err != nil {
 			return Stats{}, err
 		}
 		*q.n = n
 	}
+	locks, err := askActor(ctx, h, h.manager, func(reply chan<- [2]int) any { return &lockStats{reply: reply} })
+	if err != nil {
+		return Stats{}, err
+	}
+	out.LockActors, out.DormantLocks = locks[0], locks[1]
 	n, err := askActor(ctx, h, h.env.primitives, func(reply chan<- [2]int) any { return &primitivesStats{reply: reply} })
 	if err != nil {
 		return Stats{}, err
@@ -140,6 +151,7 @@ func (h *Handle) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("actorlock: close: stopping actors: %w", context.Cause(ctx))
 	}
+	h.env.wakeups.stop()
 	h.env.cancelCall()
 	calls := make(chan struct{})
 	go func() { h.env.calls.Wait(); close(calls) }()

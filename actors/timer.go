@@ -13,7 +13,7 @@ import (
 // cancel (a stopped timer may still deliver) carries an old sequence number
 // or finds the timer disarmed, and fired reports it as stale.
 //
-// Every lock actor has three, so it is kept small: at is monotonic time
+// Every lock actor has two, so it is kept small: at is monotonic time
 // since epoch rather than a time.Time.
 type deadline struct {
 	seq    uint64

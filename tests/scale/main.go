@@ -41,7 +41,8 @@ func main() {
 	touchers := flag.Int("touchers", 4, "goroutines touching names")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of one phase of the held names here")
 	flag.StringVar(&profiled, "profile", "hold", "the phase -cpuprofile covers: acquire, hold, unlock or close")
-	memProfile := flag.String("memprofile", "", "write a heap profile, taken while every name is held, here")
+	memProfile := flag.String("memprofile", "", "write a heap profile, taken while every name is held (dormant, if they get there), here")
+	flag.DurationVar(&heldIdle, "idle", time.Second, "idle timeout of the runtime holding the names: after it a held name goes dormant (no live actor)")
 	flag.Parse()
 
 	if *memProfile != "" {
@@ -119,6 +120,9 @@ func parallel(n, w int, fn func(i int) error) (time.Duration, error) {
 // closeHeld: Close releases the held names (no unlock phase).
 var closeHeld bool
 
+// heldIdle is the idle timeout of the runtime holding the names.
+var heldIdle time.Duration
+
 // profiled is the phase of held that -cpuprofile covers.
 var profiled string
 
@@ -140,7 +144,7 @@ func profile(path, phase string) func() {
 
 func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfile, memProfile string) bool {
 	ctx := context.Background()
-	rt, err := actorlock.New(rdb, actorlock.WithWatchdog(lease), actorlock.WithLogger(logger))
+	rt, err := actorlock.New(rdb, actorlock.WithWatchdog(lease), actorlock.WithLogger(logger), actorlock.WithIdleTimeout(heldIdle))
 	if err != nil {
 		fail("%v", err)
 	}
@@ -156,16 +160,26 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	if err != nil {
 		fail("acquire: %v", err)
 	}
-	perLock := (int64(heap()) - int64(base)) / int64(n)
-	if memProfile != "" {
-		f, err := os.Create(memProfile)
-		if err != nil {
-			fail("%v", err)
-		}
-		_ = pprof.WriteHeapProfile(f)
-		_ = f.Close()
-	}
+	perLive := (int64(heap()) - int64(base)) / int64(n)
 	st, _ := rt.Stats(ctx)
+	// The heap per held lock once every name is dormant (no live actor),
+	// measured during the hold a second after they all are (the actors
+	// that went dormant last are still stopping at first).
+	perLock, dormantAfter, measured := perLive, time.Duration(-1), false
+	acquired := time.Now()
+	var atMeasure actorlock.Stats
+	measure := func() {
+		perLock = (int64(heap()) - int64(base)) / int64(n)
+		atMeasure, _ = rt.Stats(ctx)
+		if memProfile != "" {
+			f, err := os.Create(memProfile)
+			if err != nil {
+				fail("%v", err)
+			}
+			_ = pprof.WriteHeapProfile(f)
+			_ = f.Close()
+		}
+	}
 	scriptsBefore := scriptCalls(rdb)
 	stop = profile(cpuProfile, "hold")
 
@@ -183,7 +197,19 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 			fail("PTTL sweep: %v", err)
 		}
 		minPTTL = min(minPTTL, time.Duration(ms)*time.Millisecond) // a missing key reads -2 ms
+		if dormantAfter < 0 {
+			if s, err := rt.Stats(ctx); err == nil && s.DormantLocks == n {
+				dormantAfter = time.Since(acquired)
+			}
+		}
+		if !measured && dormantAfter >= 0 && time.Since(acquired) >= dormantAfter+time.Second {
+			measure()
+			measured = true
+		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if !measured {
+		measure()
 	}
 	renewScripts := scriptCalls(rdb) - scriptsBefore
 	stop()
@@ -237,8 +263,13 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 		n, acquire.Seconds(), float64(perLock)/1024, renewScripts, scripts.MaxRenewBatch, leases,
 		float64(renewScripts)*scripts.MaxRenewBatch/float64(n)/float64(leases), minPTTL.Seconds(), lease,
 		unlock.Seconds(), closing.Seconds())
-	fmt.Printf("while held: %d lock actors, %d renewals, %d subscriptions; each PTTL read %.1f times; holds lost: %d; failed unlocks: %d; keys left after Close: %d; Close: %v\n\n",
-		st.LockActors, st.Renewals, st.Subscriptions, float64(checked)/float64(n), lost, unlockErrs.Load(), left, closeErr)
+	dormant := "never all dormant: heap per held lock measured at the end of the hold"
+	if dormantAfter >= 0 {
+		dormant = fmt.Sprintf("all dormant %.1f s after acquiring (idle timeout %v): heap per held lock measured 1 s later, %d of %d dormant then",
+			dormantAfter.Seconds(), heldIdle, atMeasure.DormantLocks, atMeasure.LockActors)
+	}
+	fmt.Printf("while held: %d lock actors, %d renewals, %d subscriptions; heap per held lock with live actors %.2f KiB; %s; each PTTL read %.1f times; holds lost: %d; failed unlocks: %d; keys left after Close: %d; Close: %v\n\n",
+		st.LockActors, st.Renewals, st.Subscriptions, float64(perLive)/1024, dormant, float64(checked)/float64(n), lost, unlockErrs.Load(), left, closeErr)
 	return lost == 0 && unlockErrs.Load() == 0 && minPTTL >= lease/3 && left == 0 && closeErr == nil
 }
 
