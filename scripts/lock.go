@@ -101,6 +101,11 @@ type UnlockArgs struct {
 	// IfCount, when >= 0, releases only if the owner's count equals it.
 	IfCount  int64
 	LatchTTL time.Duration
+	// Fresh: no earlier attempt with this RequestID can have run, so the
+	// script need not read the latch for an earlier outcome (it still
+	// writes it, for a later retry). Only the reentrant lock's UnlockLock
+	// reads it today.
+	Fresh bool
 }
 
 // Unlock is the outcome of UnlockLock.
@@ -114,7 +119,15 @@ type Unlock struct {
 // UnlockLock releases holds of the reentrant lock in one round trip.
 func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	return unlockScript(ctx, c, lockUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
-		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
+		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh))
+}
+
+// flag renders a boolean script argument: "1" or "".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }
 
 // HandoffArgs describes releasing one owner's last hold and granting the next.
