@@ -103,8 +103,8 @@ type UnlockArgs struct {
 	LatchTTL time.Duration
 	// Fresh: no earlier attempt with this RequestID can have run, so the
 	// script need not read the latch for an earlier outcome (it still
-	// writes it, for a later retry). Only the reentrant lock's UnlockLock
-	// reads it today.
+	// writes it, for a later retry). Only the reentrant lock's scripts
+	// (UnlockLock, HandoffLock) read it today.
 	Fresh bool
 }
 
@@ -137,6 +137,7 @@ type HandoffArgs struct {
 	RequestID string // the release's request id (unlock latch)
 	LatchTTL  time.Duration
 	To        AcquireArgs // the next owner's acquisition; To.Name is ignored
+	Fresh     bool        // as UnlockArgs.Fresh
 }
 
 // Handoff is the outcome of HandoffLock.
@@ -149,7 +150,7 @@ type Handoff struct {
 func HandoffLock(ctx context.Context, c Client, a HandoffArgs) (Handoff, error) {
 	res, err := lockHandoff.evalOnce(ctx, c,
 		[]string{a.Name, unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
-		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL))
+		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL), flag(a.Fresh))
 	if err != nil {
 		return Handoff{}, err
 	}

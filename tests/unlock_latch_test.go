@@ -62,3 +62,39 @@ func TestUnlockLatchFreshAttemptAndRetry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, scripts.NotOwner, u.State)
 }
+
+// The same for a hand-off: a fresh attempt writes the latch without reading
+// it, and its retry hands the lock over once.
+func TestHandoffLatchFreshAttemptAndRetry(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	rdb := client(t, srv.Addr)
+	ctx := ctxFor(t, 10*time.Second)
+	const name = "latch:handoff"
+	g, err := scripts.AcquireLock(ctx, rdb, scripts.AcquireArgs{Name: name, Owner: "rt:a", Lease: 10 * time.Second, Seen: -1})
+	require.NoError(t, err)
+	require.True(t, g.Acquired)
+	args := scripts.HandoffArgs{
+		Name: name, From: "rt:a", RequestID: "req-h", LatchTTL: 10 * time.Second, Fresh: true,
+		To: scripts.AcquireArgs{Owner: "rt:b", Lease: 10 * time.Second, Seen: -1},
+	}
+
+	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+	h, err := scripts.HandoffLock(ctx, rdb, args)
+	require.NoError(t, err)
+	require.Equal(t, scripts.Released, h.Released)
+	require.True(t, h.Next.Acquired)
+	stats, err := rdb.Info(ctx, "commandstats").Result()
+	require.NoError(t, err)
+	assert.Zero(t, commandCalls(stats, "get"), "a fresh hand-off does not read its latch")
+	assert.Equal(t, "1", rdb.Get(ctx, "redisson_unlock_latch:{"+name+"}:req-h").Val(), "but writes it")
+
+	// The retry (as the actor sends it: not fresh, next's count seen 0)
+	// finds the latch and does not count b's hold twice.
+	args.Fresh, args.To.Seen = false, 0
+	h, err = scripts.HandoffLock(ctx, rdb, args)
+	require.NoError(t, err)
+	assert.Equal(t, scripts.Released, h.Released)
+	assert.True(t, h.Next.Acquired)
+	assert.Equal(t, map[string]string{"rt:b": "1"}, rdb.HGetAll(ctx, name).Val())
+}
