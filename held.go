@@ -25,8 +25,9 @@ type Held struct {
 	end      context.CancelCauseFunc
 	unlockID string // every Unlock attempt of this Held reuses it
 
-	mu       sync.Mutex
-	unlocked bool
+	mu         sync.Mutex
+	unlocked   bool
+	unlockSent bool // an Unlock was sent before: its outcome may be in Redis
 }
 
 // Name is the lock's name.
@@ -84,8 +85,10 @@ func (h *Held) Unlock(ctx context.Context) (err error) {
 		return err
 	}
 	rt := h.lock.rt
+	fresh := !h.unlockSent
+	h.unlockSent = true
 	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
+		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Fresh: fresh, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
 	}, nil, nil)
 	if err == nil {
 		err = res.Err

@@ -145,7 +145,7 @@ func (l *Lock) giveBack(won actors.AcquireResult, cmd *actors.Acquire) {
 	}
 	rt := l.rt
 	_, _ = ask(context.Background(), rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Reply: reply}
+		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Fresh: true, Reply: reply}
 	}, nil, nil)
 }
 

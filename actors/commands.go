@@ -58,6 +58,10 @@ type Release struct {
 	RequestID string
 	Reply     chan<- ReleaseResult // nil: nobody waits for the outcome
 	Span      trace.SpanContext    // the caller's span, as Acquire.Span
+
+	// Fresh: no Release with this RequestID was sent before, so its script
+	// need not look up an earlier outcome (one Redis read less per unlock).
+	Fresh bool
 }
 
 // ReleaseResult answers Release.

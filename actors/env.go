@@ -180,17 +180,27 @@ func (e *Env) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 	}
 }
 
+// work runs calls until none came for a whole workerIdle period (so it
+// ends between one and two periods after its last call). The timer is
+// re-armed once per period, not once per call: a busy worker's calls then
+// cost no timer operation.
 func (e *Env) work(call func()) {
 	defer e.calls.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
 	for {
 		call()
-		idle.Reset(workerIdle)
+		used := true
+	wait:
 		select {
 		case call = <-e.idle:
 		case <-idle.C:
-			return
+			if !used {
+				return
+			}
+			used = false
+			idle.Reset(workerIdle)
+			goto wait
 		case <-e.callsCtx.Done():
 			return
 		}

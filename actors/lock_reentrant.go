@@ -27,7 +27,7 @@ func (reentrant) release(ctx context.Context, rdb scripts.Client, c releaseArgs)
 		next.Seen = 0
 	}
 	h, err := scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{
-		Name: c.Name, From: c.Owner, RequestID: c.RequestID, LatchTTL: c.LatchTTL, To: next,
+		Name: c.Name, From: c.Owner, RequestID: c.RequestID, LatchTTL: c.LatchTTL, To: next, Fresh: c.Fresh,
 	})
 	return scripts.Unlock{State: h.Released}, h.Next, err
 }

@@ -35,7 +35,8 @@ func (a *lockActor) releaseGo(m *Release) {
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 		return
 	}
-	a.queueRelease(h, g, m.RequestID, reply).span = m.Span
+	s := a.queueRelease(h, g, m.RequestID, reply)
+	s.span, s.fresh = m.Span, m.Fresh
 }
 
 // releaseMessage releases a hold of the owner of the token the request

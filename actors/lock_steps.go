@@ -137,6 +137,7 @@ type releaseStep struct {
 	grant     *grant // the acquisition released; nil: holds of a departed owner
 	holds     int64
 	requestID string // unlock latch id
+	fresh     bool   // no earlier release with requestID was sent (UnlockArgs.Fresh)
 	reply     func(ReleaseResult)
 	span      trace.SpanContext // the Go caller's span, for its script call
 	next      *request          // the waiter the lock is handed to, if any
@@ -176,11 +177,12 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 	if r := s.next; r != nil {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
 	}
-	env, fam, span := a.env, a.fam, s.span
+	env, fam, span, fresh := a.env, a.fam, s.span, s.fresh
 	return func(ctx context.Context, retry bool) (err error) {
 		ctx = withSpan(ctx, span)
 		rdb, ack := env.scriptClient()
 		args.retry = retry
+		args.Fresh = fresh && !retry
 		s.unlock, s.handed, err = fam.release(ctx, rdb, args)
 		s.acked = ack()
 		return err

@@ -116,7 +116,8 @@ func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...a
 		cmd = redis.NewCmd(ctx, evalArgs("evalsha", hash, keys, args)...)
 		_ = c.Process(ctx, onceCmd{cmd})
 	}
-	if cmd == nil || redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	// Err() != nil first: HasErrorPrefix allocates even for a nil error.
+	if cmd == nil || cmd.Err() != nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
 		cmd = redis.NewCmd(ctx, evalArgs("eval", v.src, keys, args)...)
 		_ = c.Process(ctx, onceCmd{cmd})
 	}

@@ -101,6 +101,11 @@ type UnlockArgs struct {
 	// IfCount, when >= 0, releases only if the owner's count equals it.
 	IfCount  int64
 	LatchTTL time.Duration
+	// Fresh: no earlier attempt with this RequestID can have run, so the
+	// script need not read the latch for an earlier outcome (it still
+	// writes it, for a later retry). Only the reentrant lock's scripts
+	// (UnlockLock, HandoffLock) read it today.
+	Fresh bool
 }
 
 // Unlock is the outcome of UnlockLock.
@@ -114,7 +119,15 @@ type Unlock struct {
 // UnlockLock releases holds of the reentrant lock in one round trip.
 func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	return unlockScript(ctx, c, lockUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
-		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
+		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh))
+}
+
+// flag renders a boolean script argument: "1" or "".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }
 
 // HandoffArgs describes releasing one owner's last hold and granting the next.
@@ -124,6 +137,7 @@ type HandoffArgs struct {
 	RequestID string // the release's request id (unlock latch)
 	LatchTTL  time.Duration
 	To        AcquireArgs // the next owner's acquisition; To.Name is ignored
+	Fresh     bool        // as UnlockArgs.Fresh
 }
 
 // Handoff is the outcome of HandoffLock.
@@ -136,7 +150,7 @@ type Handoff struct {
 func HandoffLock(ctx context.Context, c Client, a HandoffArgs) (Handoff, error) {
 	res, err := lockHandoff.evalOnce(ctx, c,
 		[]string{a.Name, unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
-		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL))
+		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL), flag(a.Fresh))
 	if err != nil {
 		return Handoff{}, err
 	}

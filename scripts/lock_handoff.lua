@@ -10,11 +10,16 @@
 -- ARGV[4] next owner's lease ms
 -- ARGV[5] next owner's hold count as last known, "" on a first attempt
 -- ARGV[6] fencing counter TTL ms, 0 = never expire
+-- ARGV[7] "1" when no earlier attempt of this release can have run: the
+--         latch is then not read (see lock_unlock.lua), only written
 -- Returns {-1} releasing owner did not hold it (nothing done),
 -- {0} releasing owner still holds it (its count was higher than known),
 -- {1, 1, holdCount, token} released and granted,
 -- {1, 0, pttl} released, but another owner holds it now (only on a retry).
-local state = redis.call('get', KEYS[2])
+local state = false
+if ARGV[7] ~= '1' then
+  state = redis.call('get', KEYS[2])
+end
 if state then
   state = tonumber(state)
 else

@@ -27,24 +27,32 @@
 local function next_token(counter, ttl)
   local now = redis.call('time')
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
+  -- The clock's digits as they came: a 16-digit Lua number could be
+  -- formatted in exponent form on its way to Redis. SET ... GET stores the
+  -- clock and reads the last token in one command (Redis 6.2+), the TTL
+  -- riding along: the usual case, where the clock is ahead, costs one
+  -- command where GET, SET and PEXPIRE cost three.
+  local prior
+  if tonumber(ttl) > 0 then
+    prior = redis.call('set', counter, clock, 'px', ttl, 'get')
+  else
+    prior = redis.call('set', counter, clock, 'get')
+  end
   -- tonumber: nil for a missing counter, or one that is not a number
   -- (replaced rather than failing every acquisition of the name).
-  local last = tonumber(redis.call('get', counter))
-  local token
+  local last = tonumber(prior)
   if last and last >= tonumber(clock) then
     -- Ahead of the clock (a burst within one microsecond, or RFencedLock's
-    -- INCRs on top of ours): count on from it. INCR keeps integer precision.
-    token = redis.call('incr', counter)
-  else
-    -- The clock's digits as they came: a 16-digit Lua number could be
-    -- formatted in exponent form on its way to Redis.
-    redis.call('set', counter, clock)
-    token = tonumber(clock)
+    -- INCRs on top of ours): put the last token back as it was written
+    -- and count on from it. INCR keeps integer precision.
+    if tonumber(ttl) > 0 then
+      redis.call('set', counter, prior, 'px', ttl)
+    else
+      redis.call('set', counter, prior)
+    end
+    return redis.call('incr', counter)
   end
-  if tonumber(ttl) > 0 then
-    redis.call('pexpire', counter, ttl)
-  end
-  return token
+  return tonumber(clock)
 end
 
 local function grant(lock, counter, owner, lease, seen, ttl)

@@ -38,7 +38,9 @@ type probeEnv struct {
 var aclProbes = map[string]aclProbe{
 	"~*": tryLock, "+evalsha": tryLock, "+eval": tryLock,
 	"+time": tryLock, "+incr": tryLockCounterAhead, "+set": tryLock, "+hset": tryLock, "+pexpire": tryLock,
-	"&redisson_*": lockUnlock, "+publish": lockUnlock, "+get": lockUnlock,
+	// +get: a reentrant unlock reads its latch only when retried (and a
+	// token no longer takes a GET); a read-write unlock always reads it.
+	"&redisson_*": lockUnlock, "+publish": lockUnlock, "+get": writeLockUnlock,
 	"+del": lockUnlock, "+hget": lockUnlock,
 	"+subscribe": func(ctx context.Context, e probeEnv) error {
 		// A waiter subscribes to the unlock channel.

@@ -180,13 +180,13 @@ func (h *harness) uncontended(id string, goroutines int) ([]uncontendedStats, er
 	var rows []uncontendedStats
 	for _, c := range h.opts.Contenders {
 		fmt.Fprintf(h.progress, "running %s: %s (%v)\n", id, c, h.opts.Duration)
-		res, _, err := h.window(func() (runResult, error) {
+		res, delta, err := h.window(func() (runResult, error) {
 			return runLocal(h.addr, c, h.schedule(workload{Goroutines: goroutines, LockNames: names}, 50*time.Millisecond, h.opts.Duration))
 		})
 		if err != nil {
 			return nil, err
 		}
-		rows = append(rows, analyzeUncontended(c, res, h.opts.Duration))
+		rows = append(rows, analyzeUncontended(c, res, h.opts.Duration, delta))
 	}
 	return rows, nil
 }

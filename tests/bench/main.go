@@ -11,7 +11,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 )
@@ -35,6 +37,8 @@ func run() int {
 	flag.IntVar(&d.Procs, "procs", d.Procs, "processes of c")
 	flag.IntVar(&d.PerProc, "per-proc", d.PerProc, "goroutines per process of c")
 	cpuProfile := flag.String("cpuprofile", "", "write this process's CPU profile to `file` (the child processes of c are not profiled)")
+	memProfile := flag.String("memprofile", "", "write this process's allocation profile to `file` at the end (every allocation sampled)")
+	traceFile := flag.String("trace", "", "write this process's execution trace to `file`, for go tool trace (the child processes of c are not traced)")
 	flag.Parse()
 	d.Scenarios = splitList(*scenarios)
 	// dq (delayqueue.go), fair and rw (locks.go) measure actorlock alone,
@@ -47,6 +51,18 @@ func run() int {
 	d.Contenders = splitList(*contenders)
 	if *cpuProfile != "" {
 		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		defer stop()
+	}
+	if *memProfile != "" {
+		runtime.MemProfileRate = 1
+		defer writeMemProfile(*memProfile)
+	}
+	if *traceFile != "" {
+		stop, err := startTrace(*traceFile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
 			return 1
@@ -97,6 +113,33 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+func writeMemProfile(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+}
+
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		trace.Stop()
 		f.Close()
 	}, nil
 }

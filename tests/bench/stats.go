@@ -17,9 +17,14 @@ type uncontendedStats struct {
 	P50, P99   time.Duration
 	Errors     int64
 	FirstError string
+	// ServerCmds: every command Redis ran in the run (inside Lua scripts
+	// included), less the harness's own.
+	ServerCmds int64
 }
 
-func analyzeUncontended(name string, res runResult, d time.Duration) uncontendedStats {
+func (s uncontendedStats) serverPerPair() float64 { return perAcq(s.ServerCmds, s.Ops) }
+
+func analyzeUncontended(name string, res runResult, d time.Duration, delta cmdStats) uncontendedStats {
 	lat := make([]time.Duration, len(res.Records))
 	for i, r := range res.Records {
 		lat[i] = time.Duration(r.Done - r.Call)
@@ -33,6 +38,7 @@ func analyzeUncontended(name string, res runResult, d time.Duration) uncontended
 		P99:        percentile(lat, 0.99),
 		Errors:     res.Errors,
 		FirstError: res.FirstError,
+		ServerCmds: delta.total(),
 	}
 }
 
