@@ -30,12 +30,12 @@ const safetyInterval = 2 * time.Second
 // after it. Movers of several processes race safely: a move is one atomic
 // script, so each item is moved exactly once.
 type mover struct {
-	env    *Env
+	env    *runtimeEnv
 	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 	idle   idleness
-	topic  Topic
+	topic  topic
 
 	handles  int  // open handles in this runtime
 	pending  bool // items remain in the queue, as last seen
@@ -61,11 +61,11 @@ type (
 	}
 )
 
-func newMover(env *Env, key primitiveKey) *mover {
+func newMover(env *runtimeEnv, key primitiveKey) *mover {
 	return &mover{
 		env: env, key: key,
 		timers: scheduler.NewTimerScheduler(env.System.Root),
-		topic:  Topic(scripts.DelayChannel(key.Name)),
+		topic:  topic(scripts.DelayChannel(key.Name)),
 	}
 }
 
@@ -75,7 +75,7 @@ func (q *mover) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		q.self = ctx.Self()
-		ctx.Send(q.env.router, &Subscribe{Topic: q.topic, Subscriber: q.self})
+		ctx.Send(q.env.router, &subscribe{Topic: q.topic, Subscriber: q.self})
 		q.safetyStop = q.timers.SendRepeatedly(safetyInterval, safetyInterval, q.self, &moveSafety{})
 		q.move()
 	case *actor.Stopping:
@@ -84,7 +84,7 @@ func (q *mover) Receive(ctx actor.Context) {
 			q.safetyStop()
 		}
 		q.idle.cancel()
-		ctx.Send(q.env.router, &Unsubscribe{Topic: q.topic, Subscriber: q.self})
+		ctx.Send(q.env.router, &unsubscribe{Topic: q.topic, Subscriber: q.self})
 		return
 	case *DelayedOpen:
 		q.handles++
@@ -93,9 +93,9 @@ func (q *mover) Receive(ctx actor.Context) {
 	case *messages.OfferRequest:
 		q.pending = true
 		q.offer(ctx.Sender(), m)
-	case *Subscribed:
+	case *subscribed:
 		q.move()
-	case *Published:
+	case *published:
 		q.published(m.Payload)
 	case *timerFired:
 		if q.due.fired(m) {

@@ -16,7 +16,7 @@ import (
 
 // push appends value to list name; requestID marks it so that a
 // re-attempt cannot push twice.
-func (e *Env) push(ctx context.Context, name string, value []byte, requestID string) error {
+func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, requestID string) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
 		_, err := scripts.Push(ctx, e.Redis, name, value, requestID, e.CallTimeout)
 		return err
@@ -29,7 +29,7 @@ func (e *Env) push(ctx context.Context, name string, value []byte, requestID str
 
 // giveBack puts v back at the head of list name (an item popped for a
 // taker that has gone); requestID marks it.
-func (e *Env) giveBack(ctx context.Context, name string, v []byte, requestID string) error {
+func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, requestID string) error {
 	return retryUnknown(ctx, func(ctx context.Context, _ int) error {
 		return scripts.GiveBack(ctx, e.Redis, name, v, requestID, e.CallTimeout)
 	})
@@ -39,7 +39,7 @@ func (e *Env) giveBack(ctx context.Context, name string, v []byte, requestID str
 // member's random id (and a marker covers items that could be moved out
 // before a re-attempt), so an offer takes effect exactly once. go-redis
 // itself never replays it.
-func (e *Env) offerDelayed(ctx context.Context, args scripts.OfferArgs) error {
+func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
 		_, err := scripts.OfferDelayed(ctx, e.Redis, args)
 		return err
@@ -51,7 +51,7 @@ func (e *Env) offerDelayed(ctx context.Context, args scripts.OfferArgs) error {
 }
 
 // releasePermits adds n permits back to semaphore name.
-func (e *Env) releasePermits(ctx context.Context, name string, n int64, mark scripts.Marked) error {
+func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, mark scripts.Marked) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
 		_, err := scripts.AddPermits(ctx, e.Redis, name, n, mark)
 		return err
@@ -66,8 +66,8 @@ func (e *Env) releasePermits(ctx context.Context, name string, n int64, mark scr
 // every one still recorded returns to the pool; ErrPermitExpired when any
 // had run out of lease or was not held, ErrInvalidArgument for a malformed
 // id (checked before anything is released).
-func (e *Env) releasePermit(ctx context.Context, name string, ids []string, mark scripts.Marked) error {
-	if err := ValidatePermitIDs(ids); err != nil {
+func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []string, mark scripts.Marked) error {
+	if err := validatePermitIDs(ids); err != nil {
 		return err
 	}
 	var res scripts.PermitRelease

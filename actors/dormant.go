@@ -80,11 +80,11 @@ func (m *manager) renewReport(ctx actor.Context, rep *renewReport) {
 			}
 			continue
 		}
-		m.deliver(ctx, key, &Renewed{Key: key, Owner: e.owner, Gen: e.gen, SentAt: rep.sentAt})
+		m.deliver(ctx, key, &renewConfirmed{Key: key, Owner: e.owner, Gen: e.gen, SentAt: rep.sentAt})
 	}
 	for _, e := range rep.gone {
 		key := LockKey{Kind: e.kind, Name: e.name}
-		m.deliver(ctx, key, &RenewGone{Key: key, Owner: e.owner, Gen: e.gen})
+		m.deliver(ctx, key, &renewGone{Key: key, Owner: e.owner, Gen: e.gen})
 	}
 }
 

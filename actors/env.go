@@ -76,9 +76,9 @@ type ReplicaSync struct {
 	Attempts int
 }
 
-// Env is Config plus the PIDs and the goroutine accounting that the actors of
+// runtimeEnv is Config plus the PIDs and the goroutine accounting that the actors of
 // one runtime share.
-type Env struct {
+type runtimeEnv struct {
 	Config
 	router  *actor.PID
 	renewal *actor.PID
@@ -120,9 +120,9 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 	return actor.PropsFromProducer(produce, append([]actor.PropsOption{actor.WithDispatcher(actor.NewSynchronizedDispatcher(300))}, opts...)...)
 }
 
-func newEnv(cfg Config) *Env {
+func newEnv(cfg Config) *runtimeEnv {
 	ctx, cancel := context.WithCancel(scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall))
-	return &Env{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func()),
+	return &runtimeEnv{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func()),
 		timers: scheduler.NewTimerScheduler(cfg.System.Root), wakeups: newWakeups(cfg.System.Root)}
 }
 
@@ -132,7 +132,7 @@ const workerIdle = time.Second
 // scriptClient is the client one lock script call runs on, and how to read
 // how many replicas confirmed its writes (-1: not asked). With replica sync
 // it is a scripts.Synced of its own, so calls never share a count.
-func (e *Env) scriptClient() (scripts.Client, func() int64) {
+func (e *runtimeEnv) scriptClient() (scripts.Client, func() int64) {
 	if e.ReplicaSync.Replicas <= 0 {
 		return e.Redis, func() int64 { return -1 }
 	}
@@ -142,13 +142,13 @@ func (e *Env) scriptClient() (scripts.Client, func() int64) {
 
 // unsynced reports whether acked (from scriptClient) falls short of the
 // replicas required.
-func (e *Env) unsynced(acked int64) bool {
+func (e *runtimeEnv) unsynced(acked int64) bool {
 	return e.ReplicaSync.Replicas > 0 && acked < e.ReplicaSync.Replicas
 }
 
 // NewRequestID returns an id unique among this runtime's requests, for the
 // unlock latch (which is per lock name, so runtime-unique is enough).
-func (e *Env) NewRequestID() string {
+func (e *runtimeEnv) NewRequestID() string {
 	return e.RuntimeID + ":" + strconv.FormatUint(e.reqSeq.Add(1), 10)
 }
 
@@ -163,7 +163,7 @@ func (e *Env) NewRequestID() string {
 // it, although that would save two goroutine hand-offs per call: go-redis
 // cannot abort a read when a context is cancelled, so a frozen Redis would
 // then hold a caller past its wait time or cancellation.
-func (e *Env) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
+func (e *runtimeEnv) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 	call := func() {
 		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
 		msg := fn(ctx)
@@ -184,7 +184,7 @@ func (e *Env) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 // ends between one and two periods after its last call). The timer is
 // re-armed once per period, not once per call: a busy worker's calls then
 // cost no timer operation.
-func (e *Env) work(call func()) {
+func (e *runtimeEnv) work(call func()) {
 	defer e.calls.Done()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()

@@ -215,7 +215,7 @@ func (h *Handle) GiveBackPermits(ctx context.Context, name string, expirable boo
 // UpdatePermitLease gives held permit id of semaphore name a new lease, and
 // reports whether it was held. ErrInvalidArgument for a malformed id.
 func (h *Handle) UpdatePermitLease(ctx context.Context, name, id string, lease time.Duration) (bool, error) {
-	if err := ValidatePermitIDs([]string{id}); err != nil {
+	if err := validatePermitIDs([]string{id}); err != nil {
 		return false, err
 	}
 	ctx, cancel := h.bounded(ctx)

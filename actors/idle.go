@@ -46,7 +46,7 @@ func (i *idleness) note(counted bool) {
 }
 
 // sync arms the timer exactly while idle and not yet reported.
-func (i *idleness) sync(ctx actor.Context, env *Env, idle bool) {
+func (i *idleness) sync(ctx actor.Context, env *runtimeEnv, idle bool) {
 	idle = idle && !i.reported
 	switch {
 	case idle && !i.armed:

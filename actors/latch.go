@@ -21,12 +21,12 @@ const latchRecheck = time.Second
 // (first, and after every reconnect, since messages may have been missed),
 // when a message arrives, when an awaiter arrives and every latchRecheck.
 type latchActor struct {
-	env    *Env
+	env    *runtimeEnv
 	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
 	idle   idleness
-	topic  Topic
+	topic  topic
 
 	waiters    map[uint64]chan<- error
 	subscribed bool
@@ -44,11 +44,11 @@ type (
 	latchTick struct{}
 )
 
-func newLatchActor(env *Env, key primitiveKey) *latchActor {
+func newLatchActor(env *runtimeEnv, key primitiveKey) *latchActor {
 	return &latchActor{
 		env: env, key: key,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		topic:   Topic(scripts.LatchChannel(key.Name)),
+		topic:   topic(scripts.LatchChannel(key.Name)),
 		waiters: map[uint64]chan<- error{},
 	}
 }
@@ -74,10 +74,10 @@ func (a *latchActor) Receive(ctx actor.Context) {
 		}
 	case *AwaitCancel:
 		delete(a.waiters, m.ID)
-	case *Subscribed:
+	case *subscribed:
 		a.live = a.subscribed
 		a.read()
-	case *Published:
+	case *published:
 		if m.Payload == "0" {
 			// Zero reached: Redisson releases its awaiters on this alone.
 			a.release(nil)
@@ -147,11 +147,11 @@ func (a *latchActor) sync(ctx actor.Context) {
 	switch {
 	case waiting && !a.subscribed:
 		a.subscribed = true
-		ctx.Send(a.env.router, &Subscribe{Topic: a.topic, Subscriber: a.self})
+		ctx.Send(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
 		a.tickStop = a.timers.SendRepeatedly(latchRecheck, latchRecheck, a.self, &latchTick{})
 	case !waiting && a.subscribed:
 		a.subscribed, a.live = false, false
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})
+		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 		if a.tickStop != nil {
 			a.tickStop()
 			a.tickStop = nil

@@ -35,7 +35,7 @@ import (
 // lock_holds.go, callers in lock_caller.go, owner actors in
 // lock_liveness.go.
 type lockActor struct {
-	env  *Env
+	env  *runtimeEnv
 	key  LockKey // the family's key: see familyKey
 	fam  family
 	self *actor.PID
@@ -58,7 +58,7 @@ type lockActor struct {
 	gens     uint64            // renewal registrations made
 
 	wakes      uint64        // unlock messages and (re)subscriptions so far: see attempted
-	subscribed Topic         // zero: none
+	subscribed topic         // zero: none
 	yieldUntil time.Duration // since epoch (timer.go); see afterPublicRelease
 	retry      deadline      // the contender's next try without a message
 	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
@@ -94,7 +94,7 @@ type family interface {
 	// hand-off; heard: how many clients got the unlock message.
 	releasedPublicly(a *lockActor, heard int64)
 	// wantTopic is where the actor's wake-ups come from now ("": none).
-	wantTopic(a *lockActor) Topic
+	wantTopic(a *lockActor) topic
 	// queues reports whether waiters join a queue in Redis on arrival
 	// (and must leave it when they give up).
 	queues() bool
@@ -140,7 +140,7 @@ type (
 
 // newLockActor allocates only what a held name needs: watched is made by
 // the first watch, and trim drops the storage of what empties.
-func newLockActor(env *Env, key LockKey) *lockActor {
+func newLockActor(env *runtimeEnv, key LockKey) *lockActor {
 	return &lockActor{
 		env:   env,
 		key:   key,
@@ -262,18 +262,18 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		if !a.draining {
 			a.first(m.step)
 		}
-	case *Subscribed:
+	case *subscribed:
 		a.live = m.Topic == a.subscribed
 		a.headReady = true
 		a.wakes++
-	case *Published:
+	case *published:
 		a.headReady = true
 		a.wakes++
-	case *Renewed:
+	case *renewConfirmed:
 		if renewed(a.env, &a.holds, m.Owner, m.Gen, m.SentAt) {
 			a.armValidity()
 		}
-	case *RenewGone:
+	case *renewGone:
 		if h := a.holds.get(m.Owner); h != nil && h.gen == m.Gen {
 			a.lost(ctx, h, LossGone, "the lock is gone from Redis (deleted, expired or taken by another owner)")
 		}
@@ -310,7 +310,7 @@ func (a *lockActor) admitMessage(ctx actor.Context, m *messages.AcquireRequest) 
 			return
 		}
 	}
-	owner := TokenOwner(a.env.RuntimeID, token)
+	owner := tokenOwner(a.env.RuntimeID, token)
 	r := &request{
 		waitState: waitState{key: reqKey{from: owner, id: m.RequestId}},
 		kind:      m.Kind,

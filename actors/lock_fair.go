@@ -48,7 +48,7 @@ func (fair) handsTo(_ *lockActor, next *request) bool { return next.enqueued }
 // place in the Redis queue, while no local owner holds the lock: a local
 // holder's release hands the lock to that waiter directly when it is the
 // head, so a lock passed around in one process never subscribes.
-func (fair) wantTopic(a *lockActor) Topic {
+func (fair) wantTopic(a *lockActor) topic {
 	if a.queue.waiting() == 0 || a.holds.len() > 0 {
 		return ""
 	}
@@ -56,7 +56,7 @@ func (fair) wantTopic(a *lockActor) Topic {
 	if !head.enqueued {
 		return ""
 	}
-	return Topic(scripts.FairChannel(a.key.Name, head.owner))
+	return topic(scripts.FairChannel(a.key.Name, head.owner))
 }
 
 func (fair) queues() bool { return true }

@@ -92,11 +92,11 @@ func (a *lockActor) syncRenewal(h *hold) {
 			h.gen = a.gens
 		}
 		h.renewReads = h.count
-		a.env.System.Root.Send(a.env.renewal, &RenewRegister{
+		a.env.System.Root.Send(a.env.renewal, &renewRegister{
 			Name: a.key.Name, Kind: a.key.Kind, Owner: h.owner, Gen: h.gen, RW: a.fam.shares(), Reads: h.count,
 		})
 	case h.watchdogs == 0 && h.gen != 0:
-		a.env.System.Root.Send(a.env.renewal, &RenewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
+		a.env.System.Root.Send(a.env.renewal, &renewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
 		h.gen = 0
 	}
 }
@@ -216,7 +216,7 @@ func (s *holdSet) earliest() time.Duration {
 // renewed applies a renewal of registration gen, sent at sentAt, to the
 // hold of owner, if that registration is still the hold's, and reports
 // whether it did.
-func renewed(env *Env, holds *holdSet, owner string, gen uint64, sentAt time.Time) bool {
+func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt time.Time) bool {
 	h := holds.get(owner)
 	if h == nil || h.gen != gen {
 		return false

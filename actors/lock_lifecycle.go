@@ -22,11 +22,11 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 		return
 	}
 	if a.subscribed != "" {
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
+		ctx.Send(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 	}
 	a.subscribed, a.live = want, false
 	if want != "" {
-		ctx.Send(a.env.router, &Subscribe{Topic: want, Subscriber: a.self})
+		ctx.Send(a.env.router, &subscribe{Topic: want, Subscriber: a.self})
 	}
 }
 
@@ -115,7 +115,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 	}
 	a.steps, a.parked = nil, nil
 	if a.subscribed != "" {
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.subscribed, Subscriber: a.self})
+		ctx.Send(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 		a.subscribed = ""
 	}
 }

@@ -151,11 +151,11 @@ func TestLockMachineWakeDuringAttempt(t *testing.T) {
 	m.none(time.Second, "refused and nothing heard: the head waits")
 
 	// The unlock message arrives while the next attempt is in flight.
-	m.sys.Root.Send(m.pid, &Published{Topic: Topic(scripts.LockChannel("n"))})
+	m.sys.Root.Send(m.pid, &published{Topic: topic(scripts.LockChannel("n"))})
 	c = m.next(5 * time.Second) // woken by the message
 	require.NotNil(t, c.acquire)
 	// Sent before the outcome is, so the actor handles it first.
-	m.sys.Root.Send(m.pid, &Published{Topic: Topic(scripts.LockChannel("n"))})
+	m.sys.Root.Send(m.pid, &published{Topic: topic(scripts.LockChannel("n"))})
 	c.out <- fakeOutcome{grant: scripts.Grant{HolderTTL: holderTTL}}
 
 	c = m.next(5 * time.Second) // the message heard in flight is not lost

@@ -44,11 +44,11 @@ func (reentrant) upgrade(*hold, *request) bool { return false }
 // times in a row at most, then publicly so that other processes get a turn.
 func (reentrant) handsTo(a *lockActor, _ *request) bool { return int(a.handoffs) < a.env.MaxHandoffs }
 
-func (reentrant) wantTopic(a *lockActor) Topic {
+func (reentrant) wantTopic(a *lockActor) topic {
 	if !a.contended {
 		return ""
 	}
-	return Topic(scripts.LockChannel(a.key.Name))
+	return topic(scripts.LockChannel(a.key.Name))
 }
 
 func (reentrant) queues() bool { return false }

@@ -60,11 +60,11 @@ func (readWrite) upgrade(h *hold, r *request) bool {
 
 func (readWrite) handsTo(*lockActor, *request) bool { return false }
 
-func (readWrite) wantTopic(a *lockActor) Topic {
+func (readWrite) wantTopic(a *lockActor) topic {
 	if !a.contended {
 		return ""
 	}
-	return Topic(scripts.RWChannel(a.key.Name))
+	return topic(scripts.RWChannel(a.key.Name))
 }
 
 func (readWrite) queues() bool { return false }

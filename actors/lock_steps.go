@@ -12,7 +12,7 @@ import (
 
 // step is one Lua call of the lock actor: an attempt, a release, an undo,
 // a fair waiter leaving the queue, a forced unlock. At most one is in
-// flight. Its script runs off the actor (Env.goCall), re-attempted while
+// flight. Its script runs off the actor (runtimeEnv.goCall), re-attempted while
 // its outcome is unknown, and its outcome comes back as a *stepDone that
 // the step applies on the actor.
 type step interface {

@@ -19,7 +19,7 @@ type drainAll struct{ done chan<- struct{} }
 // demand, and stops lock actors that stay idle, so a process that touched
 // many names and released them keeps no per-name state.
 type manager struct {
-	env      *Env
+	env      *runtimeEnv
 	current  any // the message being handled, its name mapped (see mapName)
 	locks    children[LockKey]
 	sleeping map[LockKey]*dormant // held names without a live actor (dormant.go)
@@ -35,7 +35,7 @@ type manager struct {
 	spawning  LockKey
 }
 
-func newManager(env *Env) *manager {
+func newManager(env *runtimeEnv) *manager {
 	m := &manager{env: env, locks: newChildren[LockKey](), sleeping: map[LockKey]*dormant{}}
 	// The default mailbox, not protoactor's lock-free one (~180 bytes less
 	// per held name): a consumer that finds a message counted but not yet

@@ -18,11 +18,11 @@ import (
 // need no waiting (a plain offer, a release) run as a call of their own,
 // answered from it.
 type primitives struct {
-	env      *Env
+	env      *runtimeEnv
 	children children[primitiveKey]
 }
 
-func newPrimitives(env *Env) *primitives {
+func newPrimitives(env *runtimeEnv) *primitives {
 	p := &primitives{env: env, children: newChildren[primitiveKey]()}
 	p.children.class = func(k primitiveKey) int {
 		if k.Kind == primDelayed {
@@ -148,7 +148,7 @@ func (p *primitives) onSemRelease(ctx actor.Context, m *messages.SemaphoreReleas
 
 // senderRequestID is the marker id of a request by message: it must differ
 // between senders that reuse request ids.
-func senderRequestID(env *Env, from *actor.PID, requestID string) string {
+func senderRequestID(env *runtimeEnv, from *actor.PID, requestID string) string {
 	return env.RuntimeID + ":" + pidKey(from) + ":" + requestID
 }
 

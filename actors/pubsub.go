@@ -11,45 +11,45 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Topic is a pub/sub channel.
-type Topic string
+// topic is a pub/sub channel.
+type topic string
 
-// Subscribe adds Subscriber to Topic. The router answers with Subscribed once
+// subscribe adds Subscriber to Topic. The router answers with Subscribed once
 // Redis has confirmed the subscription (at once if it already had).
-type Subscribe struct {
-	Topic      Topic
+type subscribe struct {
+	Topic      topic
 	Subscriber *actor.PID
 }
 
-// Unsubscribe removes Subscriber from Topic.
-type Unsubscribe struct {
-	Topic      Topic
+// unsubscribe removes Subscriber from Topic.
+type unsubscribe struct {
+	Topic      topic
 	Subscriber *actor.PID
 }
 
-// Subscribed tells a subscriber that Topic is live: from now on no message
-// is missed until the next Subscribed. Messages published before it may have
+// subscribed tells a subscriber that Topic is live: from now on no message
+// is missed until the next subscribed. Messages published before it may have
 // been missed (first subscription, or a reconnect), so re-check state now.
-type Subscribed struct{ Topic Topic }
+type subscribed struct{ Topic topic }
 
-// Published is one pub/sub message delivered to a subscriber.
-type Published struct {
-	Topic   Topic
+// published is one pub/sub message delivered to a subscriber.
+type published struct {
+	Topic   topic
 	Payload string
 }
 
 // Router events from the connection goroutines.
 type (
-	psConfirmed struct{ topic Topic }
+	psConfirmed struct{ topic topic }
 	psMessage   struct {
-		topic   Topic
+		topic   topic
 		payload string
 	}
 	// psReset: a connection was replaced or re-established; its topics
 	// (every topic if nil) are re-subscribed and confirmed anew.
 	psReset struct {
 		reason error
-		topics []Topic
+		topics []topic
 	}
 )
 
@@ -68,8 +68,8 @@ type subscriptions interface {
 // once however many local actors want it (refcount by subscriber) and fans
 // every message out to them.
 type router struct {
-	env    *Env
-	topics map[Topic]*topicSubs
+	env    *runtimeEnv
+	topics map[topic]*topicSubs
 	conn   subscriptions
 }
 
@@ -82,8 +82,8 @@ type subscriber struct {
 	live bool // has been sent Subscribed since the last (re)subscription
 }
 
-func newRouter(env *Env) *router {
-	return &router{env: env, topics: map[Topic]*topicSubs{}}
+func newRouter(env *runtimeEnv) *router {
+	return &router{env: env, topics: map[topic]*topicSubs{}}
 }
 
 func (r *router) Receive(ctx actor.Context) {
@@ -103,9 +103,9 @@ func (r *router) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping, *actor.Restarting:
 		r.conn.stop()
-	case *Subscribe:
+	case *subscribe:
 		r.subscribe(m)
-	case *Unsubscribe:
+	case *unsubscribe:
 		r.unsubscribe(m)
 	case *statsQuery:
 		m.reply <- len(r.topics)
@@ -120,12 +120,12 @@ func (r *router) Receive(ctx actor.Context) {
 		if ts := r.topics[m.topic]; ts != nil {
 			for _, s := range ts.subs {
 				s.live = true
-				r.env.System.Root.Send(s.pid, &Subscribed{Topic: m.topic})
+				r.env.System.Root.Send(s.pid, &subscribed{Topic: m.topic})
 			}
 		}
 	case *psMessage:
 		if ts := r.topics[m.topic]; ts != nil {
-			msg := &Published{Topic: m.topic, Payload: m.payload}
+			msg := &published{Topic: m.topic, Payload: m.payload}
 			for _, s := range ts.subs {
 				r.env.System.Root.Send(s.pid, msg)
 			}
@@ -151,7 +151,7 @@ func (r *router) Receive(ctx actor.Context) {
 	}
 }
 
-func (r *router) subscribe(m *Subscribe) {
+func (r *router) subscribe(m *subscribe) {
 	ts := r.topics[m.Topic]
 	if ts == nil {
 		ts = &topicSubs{subs: map[string]*subscriber{}}
@@ -168,12 +168,12 @@ func (r *router) subscribe(m *Subscribe) {
 	for _, other := range ts.subs {
 		if other.live && !s.live {
 			s.live = true
-			r.env.System.Root.Send(s.pid, &Subscribed{Topic: m.Topic})
+			r.env.System.Root.Send(s.pid, &subscribed{Topic: m.Topic})
 		}
 	}
 }
 
-func (r *router) unsubscribe(m *Unsubscribe) {
+func (r *router) unsubscribe(m *unsubscribe) {
 	ts := r.topics[m.Topic]
 	if ts == nil {
 		return
@@ -189,7 +189,7 @@ func pidKey(pid *actor.PID) string { return pid.Address + "/" + pid.Id }
 
 // psOp is one (un)subscription, applied to the connection in order.
 type psOp struct {
-	topic     Topic
+	topic     topic
 	subscribe bool
 	ping      bool
 }
@@ -260,10 +260,10 @@ func routerEvent(msg any) any {
 	switch m := msg.(type) {
 	case *redis.Subscription:
 		if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-			return &psConfirmed{topic: Topic(m.Channel)}
+			return &psConfirmed{topic: topic(m.Channel)}
 		}
 	case *redis.Message:
-		return &psMessage{topic: Topic(m.Channel), payload: m.Payload}
+		return &psMessage{topic: topic(m.Channel), payload: m.Payload}
 	}
 	return nil
 }
@@ -273,24 +273,24 @@ func routerEvent(msg any) any {
 // own mutex, which must not happen inside Receive), a reader goroutine turns
 // what arrives into router events and watches the connection's health.
 type psConn struct {
-	env    *Env
+	env    *runtimeEnv
 	router *actor.PID
 	quit   chan struct{}
 	ops    *opQueue[psOp]
 
 	mu     sync.Mutex
 	ps     *redis.PubSub
-	wanted map[Topic]struct{} // what a replacement connection subscribes
+	wanted map[topic]struct{} // what a replacement connection subscribes
 }
 
-func startPSConn(env *Env, router *actor.PID) *psConn {
+func startPSConn(env *runtimeEnv, router *actor.PID) *psConn {
 	c := &psConn{
 		env:    env,
 		router: router,
 		quit:   make(chan struct{}),
 		ops:    newOpQueue[psOp](),
 		ps:     env.Redis.Subscribe(context.Background()),
-		wanted: map[Topic]struct{}{},
+		wanted: map[topic]struct{}{},
 	}
 	env.calls.Add(2)
 	go c.writeLoop()

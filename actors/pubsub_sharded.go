@@ -24,7 +24,7 @@ import (
 // on once the topic is confirmed again. Topics with no reachable master wait
 // for the next attempt (with back-off up to a second).
 type shardedConn struct {
-	env    *Env
+	env    *runtimeEnv
 	cc     *redis.ClusterClient
 	router *actor.PID
 	quit   chan struct{}
@@ -32,14 +32,14 @@ type shardedConn struct {
 
 	// Owned by the writer goroutine.
 	shards   map[string]*shard // by master address
-	home     map[Topic]*shard
-	homeless map[Topic]struct{} // wanted, not subscribed anywhere yet
+	home     map[topic]*shard
+	homeless map[topic]struct{} // wanted, not subscribed anywhere yet
 }
 
 type shard struct {
 	addr   string
 	ps     *redis.PubSub
-	topics map[Topic]struct{}
+	topics map[topic]struct{}
 	closed atomic.Bool // set by the writer before it closes ps
 }
 
@@ -52,7 +52,7 @@ type shardOp struct {
 	dropped bool  // Redis unsubscribed shard from topic: re-home it
 }
 
-func startShardedConn(env *Env, router *actor.PID) *shardedConn {
+func startShardedConn(env *runtimeEnv, router *actor.PID) *shardedConn {
 	c := &shardedConn{
 		env:      env,
 		cc:       env.Cluster,
@@ -60,8 +60,8 @@ func startShardedConn(env *Env, router *actor.PID) *shardedConn {
 		quit:     make(chan struct{}),
 		ops:      newOpQueue[shardOp](),
 		shards:   map[string]*shard{},
-		home:     map[Topic]*shard{},
-		homeless: map[Topic]struct{}{},
+		home:     map[topic]*shard{},
+		homeless: map[topic]struct{}{},
 	}
 	env.calls.Add(1)
 	go c.writeLoop()
@@ -123,7 +123,7 @@ func (c *shardedConn) apply(op shardOp) {
 			c.unhome(op.topic)
 			c.homeless[op.topic] = struct{}{}
 			c.cc.ReloadState(context.Background())
-			c.emit(&psReset{reason: fmt.Errorf("redis moved the slot of %s", op.topic), topics: []Topic{op.topic}})
+			c.emit(&psReset{reason: fmt.Errorf("redis moved the slot of %s", op.topic), topics: []topic{op.topic}})
 		}
 	case op.ping:
 		if c.shards[op.shard.addr] == op.shard {
@@ -152,7 +152,7 @@ func (c *shardedConn) apply(op shardOp) {
 	}
 }
 
-func (c *shardedConn) unhome(t Topic) {
+func (c *shardedConn) unhome(t topic) {
 	if sh := c.home[t]; sh != nil {
 		delete(sh.topics, t)
 		delete(c.home, t)
@@ -165,7 +165,7 @@ func (c *shardedConn) unhome(t Topic) {
 func (c *shardedConn) evict(sh *shard, reason error) {
 	delete(c.shards, sh.addr)
 	c.closeShard(sh)
-	topics := make([]Topic, 0, len(sh.topics))
+	topics := make([]topic, 0, len(sh.topics))
 	for t := range sh.topics {
 		delete(c.home, t)
 		c.homeless[t] = struct{}{}
@@ -201,7 +201,7 @@ func (c *shardedConn) place() bool {
 			// The PubSub dials on its first SSUBSCRIBE, to the master of
 			// that channel's slot: the reader must not start before (its
 			// receive would dial a random node).
-			sh = &shard{addr: addr, ps: c.cc.SSubscribe(ctx), topics: map[Topic]struct{}{}}
+			sh = &shard{addr: addr, ps: c.cc.SSubscribe(ctx), topics: map[topic]struct{}{}}
 		}
 		err := sSubscribe(ctx, sh.ps, chans)
 		if fresh && err != nil {
@@ -209,7 +209,7 @@ func (c *shardedConn) place() bool {
 			continue
 		}
 		for _, ch := range chans {
-			t := Topic(ch)
+			t := topic(ch)
 			delete(c.homeless, t)
 			c.home[t] = sh
 			sh.topics[t] = struct{}{}
@@ -260,7 +260,7 @@ func (c *shardedConn) readLoop(sh *shard) {
 		if s, ok := msg.(*redis.Subscription); ok && s.Kind == "sunsubscribe" {
 			// Ours (the writer unsubscribed) or Redis's (the slot left this
 			// master): the writer tells them apart.
-			c.ops.push(shardOp{psOp: psOp{topic: Topic(s.Channel)}, shard: sh, dropped: true})
+			c.ops.push(shardOp{psOp: psOp{topic: topic(s.Channel)}, shard: sh, dropped: true})
 			continue
 		}
 		if ev := routerEvent(msg); ev != nil {

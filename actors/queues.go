@@ -24,7 +24,7 @@ const takeRound = time.Second
 // waiter that has gone (cancelled, timed out, or the runtime closing) is
 // given back to the head of the list, never dropped.
 type queueActor struct {
-	env    *Env
+	env    *runtimeEnv
 	key    primitiveKey
 	self   *actor.PID
 	timers *scheduler.TimerScheduler
@@ -62,7 +62,7 @@ type (
 	takeDeadline struct{ r *takeReq }
 )
 
-func newQueueActor(env *Env, key primitiveKey) *queueActor {
+func newQueueActor(env *runtimeEnv, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
 		timers: scheduler.NewTimerScheduler(env.System.Root),
@@ -222,7 +222,7 @@ func (a *queueActor) popped(ctx actor.Context, pc *popCall) {
 
 // giveBack returns an item nobody takes to the head of its list, on a call
 // of its own that closing does not cut short (Close waits for it).
-func giveBack(ctx context.Context, env *Env, name string, v []byte) {
+func giveBack(ctx context.Context, env *runtimeEnv, name string, v []byte) {
 	reqID := env.NewRequestID()
 	env.goCall(nil, func(context.Context) any {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)

@@ -13,13 +13,13 @@ import (
 	"github.com/actorlock/actorlock/scripts"
 )
 
-// RenewRegister asks the watchdog to renew Owner's hold of lock Name until
+// renewRegister asks the watchdog to renew Owner's hold of lock Name until
 // RenewCancel with the same Gen. The lock manager is told about every
 // renewal (renewReport), and tells the lock actor, or applies it to the
 // name's dormant record (dormant.go). Sent again with the same Gen, it
 // updates the registration (a read-write lock's read count, whose
 // read-hold keys are renewed too).
-type RenewRegister struct {
+type renewRegister struct {
 	Name  string
 	Kind  messages.Kind // the lock actor's key: see familyKey
 	Owner string
@@ -28,33 +28,33 @@ type RenewRegister struct {
 	Reads int64 // its read holds
 }
 
-// RenewCancel stops renewing registration Gen.
-type RenewCancel struct {
+// renewCancel stops renewing registration Gen.
+type renewCancel struct {
 	Name  string
 	Owner string
 	Gen   uint64
 }
 
-// Renewed tells a lock actor that registration Gen was renewed by a call sent
+// renewConfirmed tells a lock actor that registration Gen was renewed by a call sent
 // at SentAt (monotonic): its hold is valid until SentAt + lease. The
 // manager routes it, or applies it to a dormant name's record.
-type Renewed struct {
+type renewConfirmed struct {
 	Key    LockKey
 	Owner  string
 	Gen    uint64
 	SentAt time.Time
 }
 
-// RenewGone tells a lock actor that Redis no longer has registration Gen's
+// renewGone tells a lock actor that Redis no longer has registration Gen's
 // hold (deleted, expired or taken): the hold is lost.
-type RenewGone struct {
+type renewGone struct {
 	Key   LockKey
 	Owner string
 	Gen   uint64
 }
 
-func (m *Renewed) lockKey() LockKey   { return m.Key }
-func (m *RenewGone) lockKey() LockKey { return m.Key }
+func (m *renewConfirmed) lockKey() LockKey { return m.Key }
+func (m *renewGone) lockKey() LockKey      { return m.Key }
 
 // renewReport is what became of the holds of one chunk of a round, for the
 // lock manager: one message per chunk (up to renewChunk scripts of holds),
@@ -138,7 +138,7 @@ func (o *renewOrder) remove(e *renewEntry) {
 // cluster. Registration and cancellation are messages to this one actor, so
 // a renewal can never outlive the unlock that cancelled it.
 type renewal struct {
-	env      *Env
+	env      *runtimeEnv
 	entries  map[renewKey]*renewEntry
 	order    renewOrder
 	stopTick scheduler.CancelFunc
@@ -146,7 +146,7 @@ type renewal struct {
 	missed   bool // a tick came while a round was in flight
 }
 
-func newRenewal(env *Env) *renewal {
+func newRenewal(env *runtimeEnv) *renewal {
 	return &renewal{env: env, entries: map[renewKey]*renewEntry{}}
 }
 
@@ -157,7 +157,7 @@ func (r *renewal) Receive(ctx actor.Context) {
 		r.syncTicker(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		r.stopTicker()
-	case *RenewRegister:
+	case *renewRegister:
 		k := renewKey{m.Name, m.Owner}
 		if old := r.entries[k]; old != nil {
 			r.order.remove(old)
@@ -166,7 +166,7 @@ func (r *renewal) Receive(ctx actor.Context) {
 		r.entries[k] = e
 		r.order.pushBack(e)
 		r.syncTicker(ctx)
-	case *RenewCancel:
+	case *renewCancel:
 		k := renewKey{m.Name, m.Owner}
 		if e := r.entries[k]; e != nil && e.gen == m.Gen {
 			delete(r.entries, k)

@@ -14,17 +14,17 @@ import (
 	"github.com/actorlock/actorlock/scripts"
 )
 
-// SemRecheck bounds what a lost release message costs a semaphore waiter:
+// semRecheck bounds what a lost release message costs a semaphore waiter:
 // the head re-attempts at least this often.
-const SemRecheck = time.Second
+const semRecheck = time.Second
 
 // MaxPermitIDs is the most permits of a permit-expirable semaphore one call
 // acquires or releases: their ids travel in one script call.
 const MaxPermitIDs = 1000
 
-// ValidatePermitIDs checks ids as a release or lease update receives them:
+// validatePermitIDs checks ids as a release or lease update receives them:
 // 1 to MaxPermitIDs distinct ids of 32 hex digits (Redisson's form).
-func ValidatePermitIDs(ids []string) error {
+func validatePermitIDs(ids []string) error {
 	if len(ids) == 0 || len(ids) > MaxPermitIDs {
 		return fmt.Errorf("%w: %d permit ids, want 1 to %d", ErrInvalidArgument, len(ids), MaxPermitIDs)
 	}
@@ -50,13 +50,13 @@ func ValidatePermitIDs(ids []string) error {
 // Single attempts run at once, beside the FIFO. Permits that an attempt
 // obtains for a request that has gone are given back.
 type semaphoreActor struct {
-	env       *Env
+	env       *runtimeEnv
 	key       primitiveKey
 	expirable bool
 	self      *actor.PID
 	timers    *scheduler.TimerScheduler
 	idle      idleness
-	topic     Topic
+	topic     topic
 
 	queue    waiters[*semReq]
 	ops      []*semOp // single attempts waiting to run
@@ -105,11 +105,11 @@ type (
 	semDeadline  struct{ r *semReq }
 )
 
-func newSemaphoreActor(env *Env, key primitiveKey) *semaphoreActor {
+func newSemaphoreActor(env *runtimeEnv, key primitiveKey) *semaphoreActor {
 	return &semaphoreActor{
 		env: env, key: key, expirable: key.Kind == primExpirable,
 		timers:  scheduler.NewTimerScheduler(env.System.Root),
-		topic:   Topic(scripts.SemaphoreChannel(key.Name)),
+		topic:   topic(scripts.SemaphoreChannel(key.Name)),
 		queue:   newWaiters[*semReq](),
 		watched: watchers{},
 	}
@@ -154,9 +154,9 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 		if a.retry.fired(m) {
 			a.headReady = true
 		}
-	case *Subscribed:
+	case *subscribed:
 		a.headReady = true
-	case *Published:
+	case *published:
 		// The new count; a head needing more would be refused again. The
 		// permit-expirable semaphore wakes on any message: Redisson's
 		// release of several ids and its addPermits publish how many
@@ -270,7 +270,7 @@ func (a *semaphoreActor) attempt(op *semOp) {
 // released (a no-op for ids never taken); plain permits are taken again under
 // the same marker (which answers "taken" without taking twice if the first
 // attempt took them) and then released, so the net effect is nothing.
-func undoAcquire(env *Env, name string, expirable bool, r *semReq) {
+func undoAcquire(env *runtimeEnv, name string, expirable bool, r *semReq) {
 	env.goCall(nil, func(ctx context.Context) any {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
 		defer cancel()
@@ -325,7 +325,7 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 		a.answer(ctx, r, SemResult{})
 	default:
 		a.contended = true
-		wait := SemRecheck
+		wait := semRecheck
 		if a.expirable && d.grant.Wait >= 0 {
 			// A permit expires then, message or not.
 			wait = min(wait, d.grant.Wait+time.Millisecond)
@@ -347,10 +347,10 @@ func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
 	switch {
 	case a.contended && !a.subscribed:
 		a.subscribed = true
-		ctx.Send(a.env.router, &Subscribe{Topic: a.topic, Subscriber: a.self})
+		ctx.Send(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
 	case !a.contended && a.subscribed:
 		a.subscribed = false
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})
+		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 	}
 }
 
@@ -421,6 +421,6 @@ func (a *semaphoreActor) stop(ctx actor.Context) {
 	a.inflight, a.ops = nil, nil
 	if a.subscribed {
 		a.subscribed = false
-		ctx.Send(a.env.router, &Unsubscribe{Topic: a.topic, Subscriber: a.self})
+		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 	}
 }

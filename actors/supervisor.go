@@ -14,7 +14,7 @@ import (
 // fails (OneForOne); every timer and goroutine of the runtime belongs to one
 // of them.
 type supervisor struct {
-	env     *Env
+	env     *runtimeEnv
 	ready   chan *actor.PID // the manager's PID, once everything runs
 	stopped chan struct{}   // closed when the supervisor and its children stopped
 }
@@ -44,7 +44,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 
 // Handle is a started set of actors, as package actorlock drives it.
 type Handle struct {
-	env     *Env
+	env     *runtimeEnv
 	sup     *actor.PID
 	manager *actor.PID
 	stopped chan struct{}

@@ -51,14 +51,14 @@ func NewOwnerToken() string { return newOwnerToken().String() }
 
 func (t ownerToken) String() string { return hex.EncodeToString(t[:]) }
 
-// TokenOwner is the Redis owner id of the locks that the owner of token
+// tokenOwner is the Redis owner id of the locks that the owner of token
 // acquires by message from runtime runtimeID: "<runtime id>:<32 hex digits>",
 // the hex being a hash of the token. The scripts compare owner ids, so only
 // the token's holder reaches its holds; hashing keeps the token itself out
 // of Redis (where MONITOR, a replica, a backup or a Redisson client listing
 // the hash would show it) and out of everything that names owners
 // (LockLost, logs, errors).
-func TokenOwner(runtimeID string, token ownerToken) string {
+func tokenOwner(runtimeID string, token ownerToken) string {
 	h := sha256.New()
 	h.Write([]byte("actorlock owner token\x00"))
 	h.Write(token[:])
@@ -71,5 +71,5 @@ func OwnerOfToken(runtimeID, token string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return TokenOwner(runtimeID, t), nil
+	return tokenOwner(runtimeID, t), nil
 }

@@ -106,7 +106,7 @@ func echoID(id string) string {
 
 // refuse answers request req with err, or drops it (logging why, never its
 // content) when it is not a request this runtime answers or has no sender.
-func refuse(ctx actor.Context, env *Env, req proto.Message, err error) {
+func refuse(ctx actor.Context, env *runtimeEnv, req proto.Message, err error) {
 	resp := refusal(req, err)
 	if resp == nil || ctx.Sender() == nil {
 		env.Log.Warn("actorlock: dropped an invalid message",
