@@ -114,12 +114,9 @@ func (m *manager) Receive(ctx actor.Context) {
 		}
 		if msg.Who.GetAddress() == ctx.Self().GetAddress() {
 			// Who is the stopped child's own PID, which protoactor's set of
-			// this actor's children may keep in a slot past its end
-			// (PIDSet.Remove does not clear it); the PID caches its
-			// process, which would keep the whole dead actor (~1.3 KiB) in
-			// memory until the slot is reused. Nothing uses the PID any
-			// more: clearing it drops the cache.
-			proto.Reset(msg.Who)
+			// this actor's children may keep in a slot past its end; its
+			// cached process would keep the whole dead actor (~1.3 KiB).
+			dropProcessCache(msg.Who)
 		}
 	case *drainAll:
 		m.draining = true
