@@ -103,8 +103,19 @@ func failoverToLaggingReplica(h *harness) (fault, bool) {
 	if err := h.replica.Resume(); err != nil {
 		h.t.Errorf("resume the replica: %v", err)
 	}
-	if err := sc.Failover(ctx, sentinelMaster).Err(); err != nil {
-		h.t.Errorf("SENTINEL FAILOVER: %v", err)
+	// The replica was frozen for seconds: until the Sentinel has its next
+	// PING reply it refuses it (NOGOODSLAVE: last answer older than 5 s),
+	// which is what an operator retrying the command also sees.
+	for {
+		err := sc.Failover(ctx, sentinelMaster).Err()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "NOGOODSLAVE") || ctx.Err() != nil {
+			h.t.Errorf("SENTINEL FAILOVER: %v", err)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	for {
 		addr, err := sc.GetMasterAddrByName(ctx, sentinelMaster).Result()

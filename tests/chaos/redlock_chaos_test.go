@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,12 +32,15 @@ import (
 // which the single-token lock and register models of that run cannot
 // describe.
 //
-// Expected: when the holder keeps a majority (it held all 3 and k = 1),
-// nobody else is granted while it holds; otherwise another owner may be
-// (recorded: the known unsafety). Whatever happened, the resource fenced
-// per master loses no update and refuses only holds that another grant
-// overtook (so tokens rose on the restarted masters too), waits end on time
-// and grants resume.
+// Expected: a hold whose masters no fault touched while it was acquired or
+// held, or that kept a majority through the faults that did (it held all
+// 3 and k = 1), overlaps no other hold; a hold that lost its majority may
+// (recorded: the known unsafety). The faults are judged by the masters
+// they hit and when, not by the hold they were aimed at: under load that
+// hold may already have ended and another begun on the same masters.
+// Whatever happened, the resource fenced per master loses no update and
+// refuses only holds another hold overlapped (so tokens rose on the
+// restarted masters too), waits end on time and grants resume.
 
 var redRegister = redis.NewScript(`
 -- KEYS[1] the resource hash; ARGV[1] 'r' or 'w'; ARGV[2] the value to write;
@@ -57,6 +61,7 @@ return {1, v}
 
 type redHold struct {
 	c        int
+	start    time.Time // Acquire called
 	got, end time.Time // end: Done closed, or Unlock called, whichever first
 	masters  []int     // the masters it holds
 	args     []any     // master, token pairs for the fence
@@ -67,9 +72,17 @@ type redHold struct {
 type redFault struct {
 	kind   string
 	k      int
-	hold   *redHold
-	unsafe bool // the holder kept no majority
+	hold   *redHold // the hold it was aimed at
+	unsafe bool     // which kept no majority
 	at     time.Time
+	hits   []redHit
+}
+
+// redHit is one master's lock key lost (restarted, or expired) at some
+// moment between from and to.
+type redHit struct {
+	master   int
+	from, to time.Time
 }
 
 type redRun struct {
@@ -103,7 +116,7 @@ func TestRedLockChaos(t *testing.T) {
 	end := time.Now().Add(d)
 	for time.Now().Add(3 * time.Second).Before(end) {
 		time.Sleep(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
-		if f := r.inject(rng); f != nil {
+		if f := r.inject(rng, len(faults)); f != nil {
 			faults = append(faults, f)
 			t.Logf("fault %-22s k=%d of %d members (keeps a majority: %v)", f.kind, f.k, len(f.hold.masters), !f.unsafe)
 		}
@@ -137,7 +150,7 @@ func (r *redRun) client(id int, s redSide, rng *rand.Rand, lease time.Duration, 
 			}
 			continue
 		}
-		h := &redHold{c: id, got: time.Now()}
+		h := &redHold{c: id, start: start, got: time.Now()}
 		for i, m := range g.Members() {
 			for j, rt := range s.rts {
 				if strings.HasPrefix(m.Owner(), rt.ID()+":") {
@@ -212,8 +225,9 @@ func (r *redRun) fenced(ctx context.Context, h *redHold, op byte, val int64) (bo
 }
 
 // inject waits for the next grant and at once breaks k of the holder's
-// masters; nil if no grant came within 5 s.
-func (r *redRun) inject(rng *rand.Rand) *redFault {
+// masters, by the two kinds in turn (fault n); nil if no grant came within
+// 5 s.
+func (r *redRun) inject(rng *rand.Rand, n int) *redFault {
 	select {
 	case <-r.grants: // a stale one, from before this fault was drawn
 	default:
@@ -224,7 +238,7 @@ func (r *redRun) inject(rng *rand.Rand) *redFault {
 	case <-time.After(5 * time.Second):
 		return nil
 	}
-	f := &redFault{kind: []string{"restart-no-persistence", "keys-expire-early"}[rng.IntN(2)], k: 1 + rng.IntN(2), hold: h, at: time.Now()}
+	f := &redFault{kind: []string{"restart-no-persistence", "keys-expire-early"}[n%2], k: 1 + rng.IntN(2), hold: h, at: time.Now()}
 	f.k = min(f.k, len(h.masters))
 	f.unsafe = len(h.masters)-f.k < len(r.srvs)/2+1
 	hit := append([]int(nil), h.masters...)
@@ -232,6 +246,7 @@ func (r *redRun) inject(rng *rand.Rand) *redFault {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, m := range hit[:f.k] {
+		from := time.Now()
 		switch f.kind {
 		case "restart-no-persistence":
 			require.NoError(r.t, r.srvs[m].Kill())
@@ -239,8 +254,24 @@ func (r *redRun) inject(rng *rand.Rand) *redFault {
 		default:
 			require.NoError(r.t, r.admins[m].PExpire(ctx, "rl", time.Millisecond).Err())
 		}
+		f.hits = append(f.hits, redHit{master: m, from: from, to: time.Now()})
 	}
 	return f
+}
+
+// lostMajority reports whether faults took h's majority: more of its
+// masters lost their key between its Acquire call and its end than it
+// could spare.
+func lostMajority(h *redHold, faults []*redFault, members int) bool {
+	hit := map[int]bool{}
+	for _, f := range faults {
+		for _, x := range f.hits {
+			if slices.Contains(h.masters, x.master) && !x.to.Before(h.start) && !x.from.After(h.end) {
+				hit[x.master] = true
+			}
+		}
+	}
+	return len(h.masters)-len(hit) < members/2+1
 }
 
 func (r *redRun) check(faults []*redFault, lease time.Duration) {
@@ -249,38 +280,45 @@ func (r *redRun) check(faults []*redFault, lease time.Duration) {
 	defer r.mu.Unlock()
 	holds := append([]*redHold(nil), r.holds...)
 	sort.Slice(holds, func(i, j int) bool { return holds[i].got.Before(holds[j].got) })
-	unsafe := map[*redHold]bool{}
 	kinds := map[string]int{}
 	for _, f := range faults {
 		kinds[fmt.Sprintf("%s k=%d", f.kind, f.k)]++
-		if f.unsafe {
-			unsafe[f.hold] = true
-		}
+	}
+	unsafe := map[*redHold]bool{}
+	for _, h := range holds {
+		unsafe[h] = lostMajority(h, faults, len(r.srvs))
 	}
 	// A hold ends by its Unlock call, or when its Done closed (a loss),
 	// seen by a goroutine that may run a little late under load.
 	const slack = 40 * time.Millisecond
+	overlapped := map[*redHold]bool{}
 	overlaps, stale := 0, 0
 	for i, h := range holds {
 		if h.lostUpd != "" {
 			t.Errorf("client %d: an accepted write lost an update: %s", h.c, h.lostUpd)
 		}
-		var next *redHold
-		if i+1 < len(holds) {
-			next = holds[i+1]
-		}
-		if !h.rejected.IsZero() {
-			stale++
-			if next == nil || next.got.After(h.rejected) {
-				t.Errorf("client %d: the fence refused the newest holder (tokens %v): a token did not rise", h.c, h.args)
+		for _, next := range holds[i+1:] {
+			if !h.end.After(next.got) {
+				break
 			}
-		}
-		if next != nil && h.end.Add(-slack).After(next.got) {
+			overlapped[h], overlapped[next] = true, true
+			if !h.end.Add(-slack).After(next.got) {
+				continue
+			}
 			overlaps++
-			if !unsafe[h] {
-				t.Errorf("client %d held until %v after client %d's grant, with no fault that took its majority",
+			if !unsafe[h] && !unsafe[next] {
+				t.Errorf("client %d held until %v after client %d's grant, and faults took neither's majority",
 					h.c, h.end.Sub(next.got), next.c)
 			}
+		}
+	}
+	for _, h := range holds {
+		if h.rejected.IsZero() {
+			continue
+		}
+		stale++
+		if !overlapped[h] {
+			t.Errorf("client %d: the fence refused a hold no other hold overlapped (tokens %v): a token did not rise", h.c, h.args)
 		}
 	}
 	// Grants resume after every fault within 4 leases (a hold may run
