@@ -87,6 +87,8 @@ func (s script) variantFor(c any) variant {
 		return s.sharded
 	case *Synced:
 		return s.variantFor(c.UniversalClient)
+	case *Batched:
+		return s.variantFor(c.UniversalClient)
 	}
 	return s.plain
 }

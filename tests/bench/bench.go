@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -161,10 +163,19 @@ func (h *harness) window(run func() (runResult, error)) (runResult, cmdStats, er
 	if err != nil {
 		return runResult{}, nil, err
 	}
+	cpu0, err := h.cpu(ctx)
+	if err != nil {
+		return runResult{}, nil, err
+	}
 	res, err := run()
 	if err != nil {
 		return res, nil, err
 	}
+	cpu1, err := h.cpu(ctx)
+	if err != nil {
+		return res, nil, err
+	}
+	res.ClientCPU, res.RedisCPU = cpu1.client-cpu0.client, cpu1.redis-cpu0.redis
 	after, err := readCmdStats(ctx, h.admin)
 	if err != nil {
 		return res, nil, err
@@ -196,6 +207,9 @@ func (h *harness) contended(id string) ([]contendedStats, error) {
 	w := workload{LockNames: []string{"bench:" + id}, Spin: o.Spin}
 	var rows []contendedStats
 	for _, c := range o.Contenders {
+		if c == evalshaName {
+			continue // not a lock
+		}
 		fmt.Fprintf(h.progress, "running %s: %s (%v)\n", id, c, o.ContendedDuration)
 		procs, goroutines := 1, o.Goroutines
 		if id == "c" {
@@ -223,4 +237,35 @@ func (h *harness) schedule(w workload, delay, d time.Duration) workload {
 	w.Start = time.Now().Add(delay)
 	w.End = w.Start.Add(d)
 	return w
+}
+
+// cpuTimes is the CPU time used so far by the client side (this process
+// and its children that have ended: the processes of a run of c) and by
+// redis-server (INFO cpu, its main thread and the rest).
+type cpuTimes struct{ client, redis time.Duration }
+
+func (h *harness) cpu(ctx context.Context) (cpuTimes, error) {
+	var t cpuTimes
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(who, &ru); err != nil {
+			return t, fmt.Errorf("getrusage: %w", err)
+		}
+		t.client += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	info, err := h.admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return t, fmt.Errorf("INFO cpu: %w", err)
+	}
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return t, fmt.Errorf("INFO cpu: %q: %w", line, err)
+			}
+			t.redis += time.Duration(f * float64(time.Second))
+		}
+	}
+	return t, nil
 }

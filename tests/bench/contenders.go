@@ -46,10 +46,13 @@ var registry = map[string]openFunc{
 	"redsync":   openRedsync,
 	"redislock": openRedislock,
 	"baseline":  openBaseline,
+	evalshaName: openEvalsha,
 }
 
 // defaultContenders is the order in which contenders run and are printed.
-var defaultContenders = []string{"actorlock", "redsync", "redislock", "baseline"}
+// evalsha, the floor of one script round trip, runs in the uncontended
+// scenarios only.
+var defaultContenders = []string{"actorlock", "redsync", "redislock", "baseline", evalshaName}
 
 func knownContenders() []string { return slices.Sorted(maps.Keys(registry)) }
 

@@ -59,7 +59,7 @@ func printUncontended(out io.Writer, id string, goroutines int, o options, rows 
 	fmt.Fprintf(out, "\n(%s) uncontended: %d goroutine(s), each on its own lock name, lock+unlock loop, %v per contender; (x): ratio to baseline\n", id, goroutines, o.Duration)
 	base, haveBase := baselineRow(rows, func(r uncontendedStats) string { return r.Contender })
 	tw := newTable(out)
-	fmt.Fprintf(tw, "contender\tops/s\tpair p50\tpair p99\tserver cmds/pair\terrors\ttarget ops/s>=%.2fx\n", targetA)
+	fmt.Fprintf(tw, "contender\tops/s\tpair p50\tpair p99\tlock p50\tserver cmds/pair\tclient CPU/pair\tRedis CPU/pair\terrors\ttarget ops/s>=%.2fx\n", targetA)
 	for _, r := range rows {
 		verdict := "-"
 		if r.Contender == verdictContender {
@@ -68,16 +68,20 @@ func printUncontended(out io.Writer, id string, goroutines int, o options, rows 
 				verdict = passFail(r.OpsPerSec >= targetA*base.OpsPerSec)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Contender,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", r.Contender,
 			withRatio(fmt.Sprintf("%.0f", r.OpsPerSec), r.OpsPerSec, base.OpsPerSec, haveBase),
 			withRatio(fmtDur(r.P50), float64(r.P50), float64(base.P50), haveBase),
 			withRatio(fmtDur(r.P99), float64(r.P99), float64(base.P99), haveBase),
+			withRatio(fmtDur(r.LockP50), float64(r.LockP50), float64(base.LockP50), haveBase),
 			withRatio(fmt.Sprintf("%.1f", r.serverPerPair()), r.serverPerPair(), base.serverPerPair(), haveBase),
+			withRatio(fmtDur(r.ClientCPU), float64(r.ClientCPU), float64(base.ClientCPU), haveBase),
+			withRatio(fmtDur(r.RedisCPU), float64(r.RedisCPU), float64(base.RedisCPU), haveBase),
 			r.Errors, verdict)
 	}
 	_ = tw.Flush()
-	fmt.Fprintln(out, "  pair: lock call to unlock returned. server cmds/pair: commandstats calls (incl. those inside Lua")
-	fmt.Fprintln(out, "  scripts) per completed pair. The target applies to actorlock.")
+	fmt.Fprintln(out, "  pair: lock call to unlock returned; lock p50: the lock call alone. server cmds/pair: commandstats calls")
+	fmt.Fprintln(out, "  (incl. those inside Lua scripts) per completed pair. CPU/pair: getrusage of the client process, INFO cpu of")
+	fmt.Fprintln(out, "  redis-server, over the run, per completed pair. The target applies to actorlock.")
 	for _, r := range rows {
 		if r.FirstError != "" {
 			fmt.Fprintf(out, "  %s first error: %s\n", r.Contender, r.FirstError)
@@ -105,7 +109,7 @@ func printContended(out io.Writer, id string, o options, rows []contendedStats) 
 		header = append(header, "acq/proc min-max", "max 1-proc run")
 	}
 	header = append(header,
-		"client cmds/acq", "server cmds/acq", "gave up", "errors", "overlaps",
+		"client cmds/acq", "server cmds/acq", "client CPU/acq", "Redis CPU/acq", "gave up", "errors", "overlaps",
 		fmt.Sprintf("target acq/s>=%.1fx", minAcq),
 	)
 	if id == "b" {
@@ -130,6 +134,8 @@ func printContended(out io.Writer, id string, o options, rows []contendedStats) 
 		cells = append(cells,
 			withRatio(fmt.Sprintf("%.2f", r.clientPerAcq()), r.clientPerAcq(), base.clientPerAcq(), haveBase),
 			withRatio(fmt.Sprintf("%.2f", r.serverPerAcq()), r.serverPerAcq(), base.serverPerAcq(), haveBase),
+			withRatio(fmtDur(r.ClientCPU), float64(r.ClientCPU), float64(base.ClientCPU), haveBase),
+			withRatio(fmtDur(r.RedisCPU), float64(r.RedisCPU), float64(base.RedisCPU), haveBase),
 			gaveUpCell(r),
 			fmt.Sprint(r.Errors),
 			fmt.Sprint(r.Overlaps),

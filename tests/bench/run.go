@@ -54,6 +54,10 @@ type runResult struct {
 	GaveUp     int64  `json:"gave_up"`
 	// Late is how long after Start this process was ready to begin.
 	Late time.Duration `json:"late"`
+	// ClientCPU and RedisCPU: CPU time the run cost the contender's
+	// processes and redis-server (set by the harness, not by processes).
+	ClientCPU time.Duration `json:"-"`
+	RedisCPU  time.Duration `json:"-"`
 }
 
 // runLocal runs w against contender name on a client of its own (default

@@ -14,31 +14,49 @@ type uncontendedStats struct {
 	OpsPerSec float64
 	// P50 and P99 of the lock+unlock pair, from calling lock to unlock
 	// returning.
-	P50, P99   time.Duration
+	P50, P99 time.Duration
+	// LockP50 is the median of the lock call alone.
+	LockP50    time.Duration
 	Errors     int64
 	FirstError string
 	// ServerCmds: every command Redis ran in the run (inside Lua scripts
 	// included), less the harness's own.
 	ServerCmds int64
+	// ClientCPU and RedisCPU: CPU time of the run, per pair.
+	ClientCPU, RedisCPU time.Duration
 }
 
 func (s uncontendedStats) serverPerPair() float64 { return perAcq(s.ServerCmds, s.Ops) }
 
+// perOp divides a run's CPU time by its operations.
+func perOp(d time.Duration, n int) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	return d / time.Duration(n)
+}
+
 func analyzeUncontended(name string, res runResult, d time.Duration, delta cmdStats) uncontendedStats {
 	lat := make([]time.Duration, len(res.Records))
+	lock := make([]time.Duration, len(res.Records))
 	for i, r := range res.Records {
 		lat[i] = time.Duration(r.Done - r.Call)
+		lock[i] = time.Duration(r.Acq - r.Call)
 	}
 	slices.Sort(lat)
+	slices.Sort(lock)
 	return uncontendedStats{
 		Contender:  name,
 		Ops:        len(res.Records),
 		OpsPerSec:  float64(len(res.Records)) / d.Seconds(),
 		P50:        percentile(lat, 0.50),
 		P99:        percentile(lat, 0.99),
+		LockP50:    percentile(lock, 0.50),
 		Errors:     res.Errors,
 		FirstError: res.FirstError,
 		ServerCmds: delta.total(),
+		ClientCPU:  perOp(res.ClientCPU, len(res.Records)),
+		RedisCPU:   perOp(res.RedisCPU, len(res.Records)),
 	}
 }
 
@@ -73,6 +91,8 @@ type contendedStats struct {
 	FirstError string
 	Late       time.Duration
 	ServerTop  []cmdCount // the commands Redis ran most
+	// ClientCPU and RedisCPU: CPU time of the run, per acquisition.
+	ClientCPU, RedisCPU time.Duration
 }
 
 type cmdCount struct {
@@ -109,6 +129,8 @@ func analyzeContended(name string, res runResult, d time.Duration, goroutines, p
 		FirstError:   res.FirstError,
 		Late:         res.Late,
 		ServerTop:    topCommands(delta, 6),
+		ClientCPU:    perOp(res.ClientCPU, len(recs)),
+		RedisCPU:     perOp(res.RedisCPU, len(recs)),
 	}
 	perG := make([]int, goroutines)
 	perP := make([]int, procs)

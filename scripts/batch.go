@@ -1,0 +1,98 @@
+package scripts
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Batched is a Client that pipelines the calls of concurrent goroutines:
+// while Flights pipelines are on the wire, the calls that arrive queue up,
+// and the next pipeline to leave carries all of them in one write, their
+// replies routed back by position. Nothing waits to fill a batch: a call
+// that finds a flight free goes out at once, on its own goroutine, exactly
+// as a plain Process would (no hand-off added at low load).
+//
+// Whoever finishes a flight hands the queue to the first goroutine waiting
+// in it, which sends it: that goroutine had to be woken for its reply
+// anyway, so batching adds no goroutine and no hand-off. A pipeline with a
+// NoRetry command is never replayed by go-redis, so lock scripts stay
+// exactly-once.
+//
+// Only Process is batched (what evalOnce uses); every other method is the
+// embedded client's.
+type Batched struct {
+	redis.UniversalClient
+	// Flights is how many pipelines may be on the wire at once (at least 1).
+	Flights int
+
+	mu     sync.Mutex
+	flying int
+	queue  []*batchCall
+}
+
+// batchCall is one queued call. wake receives nil when its command has
+// been answered, or the batch it is to send (itself included).
+type batchCall struct {
+	cmd  redis.Cmder
+	wake chan []*batchCall
+}
+
+var batchCalls = sync.Pool{New: func() any { return &batchCall{wake: make(chan []*batchCall, 1)} }}
+
+// Process runs cmd, in a pipeline with whatever queued meanwhile.
+func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
+	b.mu.Lock()
+	if b.flying < max(b.Flights, 1) {
+		// A flight is free, so nothing is queued (a finishing flight hands
+		// a non-empty queue on rather than freeing itself).
+		b.flying++
+		b.mu.Unlock()
+		_ = b.UniversalClient.Process(ctx, cmd)
+		b.landed()
+		return cmd.Err()
+	}
+	c := batchCalls.Get().(*batchCall)
+	c.cmd = cmd
+	b.queue = append(b.queue, c)
+	b.mu.Unlock()
+	if batch := <-c.wake; batch != nil {
+		b.send(ctx, batch, c)
+	}
+	c.cmd = nil
+	batchCalls.Put(c)
+	return cmd.Err()
+}
+
+// send runs batch as one pipeline on the flight its sender (one of its
+// calls) was handed, then wakes the others.
+func (b *Batched) send(ctx context.Context, batch []*batchCall, sender *batchCall) {
+	pipe := b.UniversalClient.Pipeline()
+	for _, c := range batch {
+		_ = pipe.Process(ctx, c.cmd)
+	}
+	// Exec's error is also each command's: the callers read their own.
+	_, _ = pipe.Exec(ctx)
+	b.landed()
+	for _, c := range batch {
+		if c != sender {
+			c.wake <- nil
+		}
+	}
+}
+
+// landed ends a flight: the queue, if any, leaves at once on it, sent by
+// its first caller; otherwise the flight is freed.
+func (b *Batched) landed() {
+	b.mu.Lock()
+	next := b.queue
+	if len(next) == 0 {
+		b.flying--
+		b.mu.Unlock()
+		return
+	}
+	b.queue = nil
+	b.mu.Unlock()
+	next[0].wake <- next
+}
