@@ -106,7 +106,7 @@ func (q *mover) Receive(ctx actor.Context) {
 	case *moveDone:
 		q.moved(m)
 	case *idleDue:
-		if q.idle.due(m) {
+		if q.idle.due(ctx, q.env, m) {
 			timedOut(&q.idle, ctx, q.key, q.isIdle())
 		}
 		return

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"time"
+
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 )
@@ -18,11 +20,18 @@ import (
 // routed is 32 bits and seq 8: the handshake only compares routed with the
 // parent's count, which wraps the same way, and seq with the one arming
 // that can still be pending.
+//
+// The timer is not stopped when the child gets busy, nor armed afresh each
+// time it falls idle: a name locked and unlocked back to back would pay a
+// timer start and stop per pair. Instead a firing checks how long the child
+// has been idle, and arms again for the rest when it has not been idle for
+// IdleAfter yet, so a busy child costs at most one timer per IdleAfter.
 type idleness struct {
 	routed   uint32 // messages the parent counted when forwarding them here
 	seq      uint8
 	armed    bool
 	reported bool
+	since    time.Time // when the child fell idle; zero while busy
 	stop     scheduler.CancelFunc
 }
 
@@ -45,17 +54,25 @@ func (i *idleness) note(counted bool) {
 	}
 }
 
-// sync arms the timer exactly while idle and not yet reported.
+// sync notes whether the child is idle (and not yet reported), and arms
+// the timer when it is and none is running.
 func (i *idleness) sync(ctx actor.Context, env *runtimeEnv, idle bool) {
-	idle = idle && !i.reported
-	switch {
-	case idle && !i.armed:
-		i.armed = true
-		i.seq++
-		i.stop = env.timers.SendOnce(env.IdleAfter, ctx.Self(), &idleDue{seq: i.seq})
-	case !idle && i.armed:
-		i.cancel()
+	if !idle || i.reported {
+		i.since = time.Time{}
+		return
 	}
+	if i.since.IsZero() {
+		i.since = time.Now()
+	}
+	if !i.armed {
+		i.arm(ctx, env, env.IdleAfter)
+	}
+}
+
+func (i *idleness) arm(ctx actor.Context, env *runtimeEnv, after time.Duration) {
+	i.armed = true
+	i.seq++
+	i.stop = env.timers.SendOnce(after, ctx.Self(), &idleDue{seq: i.seq})
 }
 
 // cancel disarms the timer.
@@ -67,13 +84,21 @@ func (i *idleness) cancel() {
 	}
 }
 
-// due reports whether m is the current arming's firing (a cancelled one
-// may still arrive), and disarms it.
-func (i *idleness) due(m *idleDue) bool {
+// due reports whether m, the current arming's firing (a cancelled one may
+// still arrive), finds the child idle for IdleAfter; if it is idle for
+// less, the timer is armed again for the rest.
+func (i *idleness) due(ctx actor.Context, env *runtimeEnv, m *idleDue) bool {
 	if !i.armed || m.seq != i.seq {
 		return false
 	}
 	i.armed, i.stop = false, nil
+	if i.since.IsZero() {
+		return false // busy: falling idle arms it again
+	}
+	if rest := env.IdleAfter - time.Since(i.since); rest > 0 {
+		i.arm(ctx, env, rest)
+		return false
+	}
 	return true
 }
 

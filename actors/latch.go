@@ -100,7 +100,7 @@ func (a *latchActor) Receive(ctx actor.Context) {
 			a.read()
 		}
 	case *idleDue:
-		if a.idle.due(m) {
+		if a.idle.due(ctx, a.env, m) {
 			timedOut(&a.idle, ctx, a.key, a.isIdle())
 		}
 		return

@@ -209,7 +209,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.stop(ctx)
 		return
 	case *idleDue:
-		if !a.idle.due(m) {
+		if !a.idle.due(ctx, a.env, m) {
 			return
 		}
 		if a.canSleep() {

@@ -105,7 +105,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *idleDue:
-		if a.idle.due(m) {
+		if a.idle.due(ctx, a.env, m) {
 			timedOut(&a.idle, ctx, a.key, a.isIdle())
 		}
 		return

@@ -174,6 +174,10 @@ func (r *renewal) Receive(ctx actor.Context) {
 		}
 		r.syncTicker(ctx)
 	case *renewTick:
+		if len(r.entries) == 0 {
+			r.stopTicker()
+			return
+		}
 		r.renewAll(ctx)
 	case *statsQuery:
 		m.reply <- len(r.entries)
@@ -191,14 +195,13 @@ func (r *renewal) Receive(ctx actor.Context) {
 	}
 }
 
-// syncTicker runs the ticker exactly while something is registered.
+// syncTicker starts the ticker when something is registered. A tick that
+// finds nothing registered stops it, not the last cancel: a lock taken and
+// released back to back would otherwise start and stop a ticker per pair.
 func (r *renewal) syncTicker(ctx actor.Context) {
-	switch {
-	case len(r.entries) > 0 && r.stopTick == nil:
+	if len(r.entries) > 0 && r.stopTick == nil {
 		every := r.env.Watchdog / 3
 		r.stopTick = scheduler.NewTimerScheduler(r.env.System.Root).SendRepeatedly(every, every, ctx.Self(), &renewTick{})
-	case len(r.entries) == 0:
-		r.stopTicker()
 	}
 }
 

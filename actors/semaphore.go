@@ -169,7 +169,7 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *idleDue:
-		if a.idle.due(m) {
+		if a.idle.due(ctx, a.env, m) {
 			timedOut(&a.idle, ctx, a.key, a.isIdle())
 		}
 		return

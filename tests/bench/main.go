@@ -28,7 +28,7 @@ func main() {
 // run is main without os.Exit, so that deferred calls run.
 func run() int {
 	d := defaultOptions()
-	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c; actorlock only: fair, rw, dq (delayed queue); groups (MultiLock, RedLock vs redsync's RedLock)")
+	scenarios := flag.String("scenarios", strings.Join(d.Scenarios, ","), "comma-separated scenarios to run: a1, a32, b, c; actorlock only: fair, rw, herd (10,000 goroutines queued on one lock), dq (delayed queue); groups (MultiLock, RedLock vs redsync's RedLock)")
 	contenders := flag.String("contenders", strings.Join(d.Contenders, ","), "comma-separated contenders, in print order")
 	flag.DurationVar(&d.Duration, "duration", d.Duration, "length of each uncontended run (a1, a32)")
 	flag.DurationVar(&d.ContendedDuration, "contended-duration", d.ContendedDuration, "length of each contended run (b, c)")
@@ -45,7 +45,7 @@ func run() int {
 	// outside the comparison: the peers have no such primitives.
 	alone := map[string]bool{}
 	d.Scenarios = slices.DeleteFunc(d.Scenarios, func(s string) bool {
-		alone[s] = s == "dq" || s == "fair" || s == "rw" || s == "groups"
+		alone[s] = s == "dq" || s == "fair" || s == "rw" || s == "groups" || s == "herd"
 		return alone[s]
 	})
 	d.Contenders = splitList(*contenders)
@@ -90,6 +90,12 @@ func run() int {
 	if alone["groups"] {
 		if err := runGroupsBench(os.Stdout, os.Stderr, d.Duration); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: groups:", err)
+			return 1
+		}
+	}
+	if alone["herd"] {
+		if err := runHerdBench(os.Stdout, os.Stderr, 10_000); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: herd:", err)
 			return 1
 		}
 	}
