@@ -18,7 +18,7 @@ import (
 // re-attempt cannot push twice.
 func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, requestID string) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.Push(ctx, e.Redis, name, value, requestID, e.CallTimeout)
+		_, err := scripts.Push(ctx, e.batched, name, value, requestID, e.CallTimeout)
 		return err
 	})
 	if err != nil {
@@ -31,7 +31,7 @@ func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, reques
 // taker that has gone); requestID marks it.
 func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, requestID string) error {
 	return retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		return scripts.GiveBack(ctx, e.Redis, name, v, requestID, e.CallTimeout)
+		return scripts.GiveBack(ctx, e.batched, name, v, requestID, e.CallTimeout)
 	})
 }
 
@@ -41,7 +41,7 @@ func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, reques
 // itself never replays it.
 func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.OfferDelayed(ctx, e.Redis, args)
+		_, err := scripts.OfferDelayed(ctx, e.batched, args)
 		return err
 	})
 	if err != nil {
@@ -53,7 +53,7 @@ func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs) e
 // releasePermits adds n permits back to semaphore name.
 func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, mark scripts.Marked) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.AddPermits(ctx, e.Redis, name, n, mark)
+		_, err := scripts.AddPermits(ctx, e.batched, name, n, mark)
 		return err
 	})
 	if err != nil {
@@ -72,7 +72,7 @@ func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []strin
 	}
 	var res scripts.PermitRelease
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		res, err = scripts.ReleaseExpirablePermits(ctx, e.Redis, name, ids, mark)
+		res, err = scripts.ReleaseExpirablePermits(ctx, e.batched, name, ids, mark)
 		return err
 	})
 	switch {

@@ -244,10 +244,10 @@ func (a *semaphoreActor) attempt(op *semOp) {
 		var d semDone
 		d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
 			if expirable {
-				d.grant, err = scripts.AcquireExpirablePermits(ctx, env.Redis, name, r.permitIDs, r.lease)
+				d.grant, err = scripts.AcquireExpirablePermits(ctx, env.batched, name, r.permitIDs, r.lease)
 				d.acquired = d.grant.Acquired
 			} else {
-				d.acquired, _, err = scripts.AcquirePermits(ctx, env.Redis, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
+				d.acquired, _, err = scripts.AcquirePermits(ctx, env.batched, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
 			}
 			return err
 		})
@@ -284,7 +284,7 @@ func undoAcquire(env *runtimeEnv, name string, expirable bool, r *semReq) {
 		}
 		var taken bool
 		err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-			taken, _, err = scripts.AcquirePermits(ctx, env.Redis, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
+			taken, _, err = scripts.AcquirePermits(ctx, env.batched, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
 			return err
 		})
 		if err == nil && taken {

@@ -66,8 +66,12 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // send runs batch as one pipeline on the flight its sender (one of its
-// calls) was handed, then wakes the others.
+// calls) was handed, then wakes the others. The pipeline does not end
+// with the sender's ctx: a caller that gives up must not fail the calls of
+// others riding with it (a cancelled call would look final to them). The
+// client's read and write timeouts bound it, as they bound a lone call.
 func (b *Batched) send(ctx context.Context, batch []*batchCall, sender *batchCall) {
+	ctx = context.WithoutCancel(ctx)
 	pipe := b.UniversalClient.Pipeline()
 	for _, c := range batch {
 		_ = pipe.Process(ctx, c.cmd)
