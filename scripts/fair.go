@@ -64,7 +64,7 @@ func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs) (FairUnlock, er
 	res, err := fairUnlock.evalOnce(ctx, c,
 		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
 		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
-		ms(a.Wait), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL))
+		ms(a.Wait), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL), flag(a.Fresh))
 	if err != nil {
 		return FairUnlock{}, err
 	}

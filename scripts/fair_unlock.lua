@@ -16,19 +16,23 @@
 -- ARGV[7] a local waiter the lock may go to directly if it is the head, or ""
 -- ARGV[8] that waiter's lease ms
 -- ARGV[9] fencing counter TTL ms, 0 = never expire
+-- ARGV[10] "1" when no earlier attempt with this request id can have run
+--         (a first attempt): the latch is not read, only written
 -- Returns {1, heard} released (heard: clients that received the message),
 -- {1, 0, holdCount, token} released and granted to ARGV[7], {0} still held,
 -- {-1} not the owner, {-2} count differs from ARGV[5] (nothing done).
-local prior = redis.call('get', KEYS[4])
-if prior then
-  -- A retry: report what the first attempt did, including a hand-off.
-  if prior == '1' and ARGV[7] ~= '' then
-    local count = tonumber(redis.call('hget', KEYS[1], ARGV[7]) or '0')
-    if count > 0 then
-      return {1, 0, count, tonumber(redis.call('get', KEYS[5]))}
+if ARGV[10] ~= '1' then
+  local prior = redis.call('get', KEYS[4])
+  if prior then
+    -- A retry: report what the first attempt did, including a hand-off.
+    if prior == '1' and ARGV[7] ~= '' then
+      local count = tonumber(redis.call('hget', KEYS[1], ARGV[7]) or '0')
+      if count > 0 then
+        return {1, 0, count, tonumber(redis.call('get', KEYS[5]))}
+      end
     end
+    return {tonumber(prior), 0}
   end
-  return {tonumber(prior), 0}
 end
 prune(KEYS[2], KEYS[3], now_ms())
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')

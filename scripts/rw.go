@@ -46,14 +46,14 @@ func AcquireWrite(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 func UnlockRead(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	return unlockScript(ctx, c, rwReadUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
 		a.Owner, a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
-		RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name))
+		RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name), flag(a.Fresh))
 }
 
 // UnlockWrite releases write holds; Released means the lock became free
 // (not when the writer still reads: a downgrade).
 func UnlockWrite(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
 	return unlockScript(ctx, c, rwWriteUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
-		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount))
+		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh))
 }
 
 // ForceUnlockRW deletes the read-write lock if it is held in the given

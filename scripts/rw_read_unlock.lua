@@ -8,14 +8,18 @@
 -- ARGV[5] "" or a read count: act only if the owner's count equals it
 -- ARGV[6] owner's read-hold key prefix {name}:<owner>:rwlock_timeout
 -- ARGV[7] prefix of every owner's read-hold keys: {name}
+-- ARGV[8] "1" when no earlier attempt with this request id can have run
+--         (a first attempt): the latch is not read, only written
 -- While other holds remain, the lock lives as long as its longest live read
 -- hold: the read-hold keys of a reader that died have expired, so it stops
 -- counting, and once no live hold remains the lock is deleted, dead readers
 -- and all. Returns {1, heard} lock freed (readers' waiters told, "0"),
 -- {0} still held, {-1} not a reader, {-2} count differs from ARGV[5].
-local prior = redis.call('get', KEYS[2])
-if prior then
-  return {tonumber(prior), 0}
+if ARGV[8] ~= '1' then
+  local prior = redis.call('get', KEYS[2])
+  if prior then
+    return {tonumber(prior), 0}
+  end
 end
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 local mode = redis.call('hget', KEYS[1], 'mode')

@@ -6,13 +6,17 @@
 -- ARGV[3] channel redisson_rwlock:{name}
 -- ARGV[4] latch TTL ms
 -- ARGV[5] "" or a write count: act only if the owner's count equals it
+-- ARGV[6] "1" when no earlier attempt with this request id can have run
+--         (a first attempt): the latch is not read, only written
 -- When the last write hold goes and the writer still reads (a downgrade),
 -- the lock stays held in read mode and nobody is told. Returns {1, heard}
 -- lock freed (all waiters told, "1"), {0} still held, {-1} not the writer,
 -- {-2} count differs from ARGV[5].
-local prior = redis.call('get', KEYS[2])
-if prior then
-  return {tonumber(prior), 0}
+if ARGV[6] ~= '1' then
+  local prior = redis.call('get', KEYS[2])
+  if prior then
+    return {tonumber(prior), 0}
+  end
 end
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
   return {-1}
