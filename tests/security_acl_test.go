@@ -40,7 +40,7 @@ var aclProbes = map[string]aclProbe{
 	"+time": tryLock, "+incr": tryLockCounterAhead, "+set": tryLock, "+hset": tryLock, "+pexpire": tryLock,
 	// +get: a reentrant unlock reads its latch only when retried (and a
 	// token no longer takes a GET); a read-write unlock always reads it.
-	"&redisson_*": lockUnlock, "+publish": lockUnlock, "+get": writeLockUnlock,
+	"&redisson_*": lockUnlock, "+publish": lockUnlock, "+get": latchCount,
 	"+del": lockUnlock, "+hget": lockUnlock,
 	"+subscribe": func(ctx context.Context, e probeEnv) error {
 		// A waiter subscribes to the unlock channel.
@@ -249,6 +249,13 @@ func writeLockUnlock(ctx context.Context, e probeEnv) error {
 		return err
 	}
 	return h.Unlock(ctx)
+}
+
+// latchCount reads a count-down latch's count: a GET (no unlock reads its
+// latch on a first attempt any more).
+func latchCount(ctx context.Context, e probeEnv) error {
+	_, err := e.rt.CountDownLatch(e.name).Count(ctx)
+	return err
 }
 
 func offerDelayed(ctx context.Context, e probeEnv) error {
