@@ -119,8 +119,9 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithCallTimeout bounds one Redis call of the runtime, its internal retries
-// included. Default 10 s; go-redis's own dial, read and write timeouts
-// usually end a call earlier.
+// included, to within a twentieth of d (50 ms at most) more: calls starting
+// together share one deadline. Default 10 s; go-redis's own dial, read and
+// write timeouts usually end a call earlier.
 func WithCallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

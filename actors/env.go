@@ -95,6 +95,8 @@ type runtimeEnv struct {
 	// batched pipelines the lock scripts of concurrent calls.
 	batched *scripts.Batched
 	reqSeq  atomic.Uint64
+	// sharedCall is the context calls starting now share (callCtx).
+	sharedCall atomic.Pointer[sharedCall]
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:
 	// a send succeeds only if a worker is idle).
 	idle chan func()
@@ -136,6 +138,30 @@ func newEnv(cfg Config) *runtimeEnv {
 // flight 39k pairs/s, 2 42k, 4 43k, 64 (no batching left) 28k.
 const pipelineFlights = 4
 
+// callCtx bounds a call that starts now by CallTimeout, give or take a
+// twentieth of it (50 ms at most): calls starting within that window share
+// one context, so a busy runtime pays for one deadline timer per window
+// instead of one per call. Nobody cancels a shared context early: its own
+// deadline ends it (and releases its timer), or Close, through callsCtx.
+func (e *runtimeEnv) callCtx() context.Context {
+	now := time.Now()
+	if c := e.sharedCall.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	window := min(e.CallTimeout/20, 50*time.Millisecond)
+	ctx, cancel := context.WithDeadline(e.callsCtx, now.Add(e.CallTimeout+window))
+	e.sharedCall.Store(&sharedCall{ctx: ctx, until: now.Add(window), cancel: cancel})
+	return ctx
+}
+
+// sharedCall is a call context handed out until until. cancel is kept,
+// not called: calls still running under ctx would see it end early.
+type sharedCall struct {
+	ctx    context.Context
+	until  time.Time
+	cancel context.CancelFunc
+}
+
 // workerIdle is how long a call goroutine waits for more work before it ends.
 const workerIdle = time.Second
 
@@ -175,9 +201,7 @@ func (e *runtimeEnv) NewRequestID() string {
 // then hold a caller past its wait time or cancellation.
 func (e *runtimeEnv) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 	call := func() {
-		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
-		msg := fn(ctx)
-		cancel()
+		msg := fn(e.callCtx())
 		if pid != nil {
 			e.System.Root.Send(pid, msg)
 		}
