@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -106,11 +107,15 @@ func WithRemote(rc Config) actorlock.Option {
 		s.Err = rc.TLS.check()
 	}
 	s.Start = func(sys *actor.ActorSystem) (func(context.Context) error, error) {
-		r, err := start(sys, rc)
+		ends := &streamEnds{}
+		r, err := start(sys, rc, ends)
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) error { return stop(ctx, r) }, nil
+		return func(ctx context.Context) error {
+			ends.settle(ctx)
+			return stop(ctx, r)
+		}, nil
 	}
 	return ext.Option(s).(actorlock.Option)
 }
@@ -158,11 +163,16 @@ func (rc Config) listenAddr() (string, int, error) {
 // connected peer stop any actor whose id it knows, and crashes the process
 // on some malformed input. WithRemote uses them.
 func Options(sys *actor.ActorSystem, tlsCfg *TLS) ([]remote.ConfigOption, error) {
+	return options(sys, tlsCfg, nil)
+}
+
+// options is Options, noting in ends (if not nil) when inbound streams end.
+func options(sys *actor.ActorSystem, tlsCfg *TLS, ends *streamEnds) ([]remote.ConfigOption, error) {
 	if sys == nil {
 		return nil, fmt.Errorf("%w: nil actor system", actorlock.ErrInvalidArgument)
 	}
 	server := []grpc.ServerOption{
-		grpc.ChainStreamInterceptor(filterStream(sys)),
+		grpc.ChainStreamInterceptor(filterStream(sys, ends)),
 		grpc.ChainUnaryInterceptor(refuseUnary),
 	}
 	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -195,9 +205,45 @@ func refuseUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler)
 //     turns unknown types into untyped payloads);
 //   - envelopes whose indexes fall outside the batch's tables, on which
 //     protoactor's reader panics and kills the process.
-func filterStream(sys *actor.ActorSystem) grpc.StreamServerInterceptor {
+//
+// It also notes in ends (if not nil) when a stream ended.
+func filterStream(sys *actor.ActorSystem, ends *streamEnds) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return handler(srv, &filteredStream{ServerStream: ss, sys: sys})
+		err := handler(srv, &filteredStream{ServerStream: ss, sys: sys})
+		if ends != nil {
+			ends.last.Store(time.Now().UnixNano())
+		}
+		return err
+	}
+}
+
+// streamEnds is when the last inbound stream ended. protoactor's reader
+// closes a stream's disconnect channel when the stream ends, and removes
+// the stream from the set a graceful Shutdown sends on only afterwards, on
+// another goroutine: a Shutdown in between sends on the closed channel
+// (the panic stop recovers from; under the race detector, a reported
+// race). Close therefore lets the last stream to end settle first.
+type streamEnds struct{ last atomic.Int64 }
+
+// streamSettle is how long after a stream ended its removal is taken to
+// have happened (it follows at once on an idle goroutine).
+const streamSettle = 100 * time.Millisecond
+
+// settle waits until the last stream ended streamSettle ago, or ctx ends.
+func (e *streamEnds) settle(ctx context.Context) {
+	last := e.last.Load()
+	if last == 0 {
+		return
+	}
+	wait := time.Until(time.Unix(0, last).Add(streamSettle))
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -250,12 +296,12 @@ var (
 )
 
 // start starts protoactor remote on sys as rc says.
-func start(sys *actor.ActorSystem, rc Config) (r *remote.Remote, err error) {
+func start(sys *actor.ActorSystem, rc Config, ends *streamEnds) (r *remote.Remote, err error) {
 	host, port, err := rc.listenAddr()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", actorlock.ErrInvalidArgument, err)
 	}
-	opts, err := Options(sys, rc.TLS)
+	opts, err := options(sys, rc.TLS, ends)
 	if err != nil {
 		return nil, err
 	}

@@ -74,3 +74,30 @@ func TestStopRemoteGivesUpWhenTheContextEnds(t *testing.T) {
 	err := stop(ctx, s)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 }
+
+// Close lets the last inbound stream to end settle before a graceful
+// Shutdown: no wait when none ended, or long ago; the rest of
+// streamSettle after a recent end; no longer than ctx.
+func TestStreamEndsSettle(t *testing.T) {
+	var e streamEnds
+	start := time.Now()
+	e.settle(context.Background())
+	assert.Less(t, time.Since(start), streamSettle/2, "no stream ended: no wait")
+
+	e.last.Store(time.Now().Add(-time.Second).UnixNano())
+	start = time.Now()
+	e.settle(context.Background())
+	assert.Less(t, time.Since(start), streamSettle/2, "the last end is long past: no wait")
+
+	e.last.Store(time.Now().UnixNano())
+	start = time.Now()
+	e.settle(context.Background())
+	assert.GreaterOrEqual(t, time.Since(start), streamSettle-5*time.Millisecond, "a stream just ended: it settles first")
+
+	e.last.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	e.settle(ctx)
+	assert.Less(t, time.Since(start), streamSettle/2, "ctx ended: no wait")
+}
