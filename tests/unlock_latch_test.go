@@ -12,55 +12,84 @@ import (
 
 // A first unlock attempt (Fresh) skips reading its latch but still writes
 // it, so that a retry of the same request id after an unknown outcome gets
-// the first outcome instead of releasing a second hold.
+// the first outcome instead of releasing a second hold: for the reentrant
+// lock, the fair lock, and either side of the read-write lock.
 func TestUnlockLatchFreshAttemptAndRetry(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	rdb := client(t, srv.Addr)
-	ctx := ctxFor(t, 10*time.Second)
-	const name, owner = "latch:fresh", "rt:1"
-	acq := scripts.AcquireArgs{Name: name, Owner: owner, Lease: 10 * time.Second, Seen: -1}
-	for range 2 {
-		g, err := scripts.AcquireLock(ctx, rdb, acq)
-		require.NoError(t, err)
-		require.True(t, g.Acquired)
+	ctx := ctxFor(t, 20*time.Second)
+	const owner = "rt:1"
+	kinds := []struct {
+		name    string
+		field   string // where Redis counts the owner's holds
+		acquire func(scripts.AcquireArgs) (scripts.Grant, error)
+		unlock  func(scripts.UnlockArgs) (scripts.Unlock, error)
+	}{
+		{"reentrant", owner,
+			func(a scripts.AcquireArgs) (scripts.Grant, error) { return scripts.AcquireLock(ctx, rdb, a) },
+			func(u scripts.UnlockArgs) (scripts.Unlock, error) { return scripts.UnlockLock(ctx, rdb, u) }},
+		{"fair", owner,
+			func(a scripts.AcquireArgs) (scripts.Grant, error) {
+				return scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: a, Wait: 10 * time.Second})
+			},
+			func(u scripts.UnlockArgs) (scripts.Unlock, error) {
+				r, err := scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: u, Wait: 10 * time.Second})
+				return r.Unlock, err
+			}},
+		{"write", scripts.RWWriteField(owner),
+			func(a scripts.AcquireArgs) (scripts.Grant, error) { return scripts.AcquireWrite(ctx, rdb, a) },
+			func(u scripts.UnlockArgs) (scripts.Unlock, error) { return scripts.UnlockWrite(ctx, rdb, u) }},
+		{"read", owner,
+			func(a scripts.AcquireArgs) (scripts.Grant, error) { return scripts.AcquireRead(ctx, rdb, a) },
+			func(u scripts.UnlockArgs) (scripts.Unlock, error) { return scripts.UnlockRead(ctx, rdb, u) }},
 	}
-	unlock := scripts.UnlockArgs{Name: name, Owner: owner, RequestID: "req-1", Holds: 1, IfCount: -1, LatchTTL: 10 * time.Second, Fresh: true}
+	// Subtests one after another: each resets the server's command counts.
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			name := "latch:fresh:" + k.name
+			for range 2 {
+				g, err := k.acquire(scripts.AcquireArgs{Name: name, Owner: owner, Lease: 10 * time.Second, Seen: -1})
+				require.NoError(t, err)
+				require.True(t, g.Acquired)
+			}
+			unlock := scripts.UnlockArgs{Name: name, Owner: owner, RequestID: "req-1", Holds: 1, IfCount: -1, LatchTTL: 10 * time.Second, Fresh: true}
+			require.NoError(t, rdb.ConfigResetStat(ctx).Err())
+			u, err := k.unlock(unlock)
+			require.NoError(t, err)
+			assert.Equal(t, scripts.StillHeld, u.State)
+			stats, err := rdb.Info(ctx, "commandstats").Result()
+			require.NoError(t, err)
+			assert.Zero(t, commandCalls(stats, "get"), "a fresh unlock does not read its latch")
+			assert.Equal(t, "0", rdb.Get(ctx, "redisson_unlock_latch:{"+name+"}:req-1").Val(), "but writes it")
 
-	require.NoError(t, rdb.ConfigResetStat(ctx).Err())
-	u, err := scripts.UnlockLock(ctx, rdb, unlock)
-	require.NoError(t, err)
-	assert.Equal(t, scripts.StillHeld, u.State)
-	stats, err := rdb.Info(ctx, "commandstats").Result()
-	require.NoError(t, err)
-	assert.Zero(t, commandCalls(stats, "get"), "a fresh unlock does not read its latch")
-	assert.Equal(t, "0", rdb.Get(ctx, "redisson_unlock_latch:{"+name+"}:req-1").Val(), "but writes it")
+			// The retry of req-1 (not fresh) finds the latch: the hold it
+			// released is not released again.
+			unlock.Fresh = false
+			u, err = k.unlock(unlock)
+			require.NoError(t, err)
+			assert.Equal(t, scripts.StillHeld, u.State)
+			assert.Equal(t, "1", rdb.HGet(ctx, name, k.field).Val(), "one hold left: the retry released nothing")
 
-	// The retry of req-1 (not fresh) finds the latch: the hold it released
-	// is not released again.
-	unlock.Fresh = false
-	u, err = scripts.UnlockLock(ctx, rdb, unlock)
-	require.NoError(t, err)
-	assert.Equal(t, scripts.StillHeld, u.State)
-	assert.Equal(t, "1", rdb.HGet(ctx, name, owner).Val(), "one hold left: the retry released nothing")
+			// The last hold: released once; its retry answers Released again.
+			unlock.RequestID, unlock.Fresh = "req-2", true
+			u, err = k.unlock(unlock)
+			require.NoError(t, err)
+			assert.Equal(t, scripts.Released, u.State)
+			assert.Zero(t, rdb.Exists(ctx, name).Val())
+			unlock.Fresh = false
+			u, err = k.unlock(unlock)
+			require.NoError(t, err)
+			assert.Equal(t, scripts.Released, u.State, "the retry reports the first attempt's release")
+			assert.Zero(t, u.Heard, "and announces nothing again")
 
-	// The last hold: released once; its retry answers Released again.
-	unlock.RequestID, unlock.Fresh = "req-2", true
-	u, err = scripts.UnlockLock(ctx, rdb, unlock)
-	require.NoError(t, err)
-	assert.Equal(t, scripts.Released, u.State)
-	assert.Zero(t, rdb.Exists(ctx, name).Val())
-	unlock.Fresh = false
-	u, err = scripts.UnlockLock(ctx, rdb, unlock)
-	require.NoError(t, err)
-	assert.Equal(t, scripts.Released, u.State, "the retry reports the first attempt's release")
-	assert.Zero(t, u.Heard, "and announces nothing again")
-
-	// A request id not seen before, not fresh, finds no latch and no hold.
-	unlock.RequestID = "req-3"
-	u, err = scripts.UnlockLock(ctx, rdb, unlock)
-	require.NoError(t, err)
-	assert.Equal(t, scripts.NotOwner, u.State)
+			// A request id not seen before, not fresh, finds no latch and no hold.
+			unlock.RequestID = "req-3"
+			u, err = k.unlock(unlock)
+			require.NoError(t, err)
+			assert.Equal(t, scripts.NotOwner, u.State)
+		})
+	}
 }
 
 // The same for a hand-off: a fresh attempt writes the latch without reading
@@ -97,71 +126,4 @@ func TestHandoffLatchFreshAttemptAndRetry(t *testing.T) {
 	assert.Equal(t, scripts.Released, h.Released)
 	assert.True(t, h.Next.Acquired)
 	assert.Equal(t, map[string]string{"rt:b": "1"}, rdb.HGetAll(ctx, name).Val())
-}
-
-// The fair lock's and the read-write lock's unlocks follow the same rule: a
-// first attempt skips reading its latch, writes it, and its retry releases
-// nothing twice.
-func TestFairAndRWUnlockLatchFreshAttemptAndRetry(t *testing.T) {
-	t.Parallel()
-	srv := startRedis(t)
-	rdb := client(t, srv.Addr)
-	ctx := ctxFor(t, 20*time.Second)
-	const owner = "rt:1"
-	kinds := []struct {
-		name    string
-		field   string // where Redis counts the owner's holds
-		acquire func(scripts.AcquireArgs) (scripts.Grant, error)
-		unlock  func(scripts.UnlockArgs) (scripts.Unlock, error)
-	}{
-		{"fair", owner,
-			func(a scripts.AcquireArgs) (scripts.Grant, error) {
-				return scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: a, Wait: 10 * time.Second})
-			},
-			func(u scripts.UnlockArgs) (scripts.Unlock, error) {
-				r, err := scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: u, Wait: 10 * time.Second})
-				return r.Unlock, err
-			}},
-		{"write", scripts.RWWriteField(owner),
-			func(a scripts.AcquireArgs) (scripts.Grant, error) { return scripts.AcquireWrite(ctx, rdb, a) },
-			func(u scripts.UnlockArgs) (scripts.Unlock, error) { return scripts.UnlockWrite(ctx, rdb, u) }},
-		{"read", owner,
-			func(a scripts.AcquireArgs) (scripts.Grant, error) { return scripts.AcquireRead(ctx, rdb, a) },
-			func(u scripts.UnlockArgs) (scripts.Unlock, error) { return scripts.UnlockRead(ctx, rdb, u) }},
-	}
-	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) {
-			name := "latch:fresh:" + k.name
-			for range 2 {
-				g, err := k.acquire(scripts.AcquireArgs{Name: name, Owner: owner, Lease: 10 * time.Second, Seen: -1})
-				require.NoError(t, err)
-				require.True(t, g.Acquired)
-			}
-			unlock := scripts.UnlockArgs{Name: name, Owner: owner, RequestID: "req-1", Holds: 1, IfCount: -1, LatchTTL: 10 * time.Second, Fresh: true}
-			require.NoError(t, rdb.ConfigResetStat(ctx).Err())
-			u, err := k.unlock(unlock)
-			require.NoError(t, err)
-			assert.Equal(t, scripts.StillHeld, u.State)
-			stats, err := rdb.Info(ctx, "commandstats").Result()
-			require.NoError(t, err)
-			assert.Zero(t, commandCalls(stats, "get"), "a fresh unlock does not read its latch")
-			assert.Equal(t, "0", rdb.Get(ctx, "redisson_unlock_latch:{"+name+"}:req-1").Val(), "but writes it")
-
-			unlock.Fresh = false
-			u, err = k.unlock(unlock)
-			require.NoError(t, err)
-			assert.Equal(t, scripts.StillHeld, u.State)
-			assert.Equal(t, "1", rdb.HGet(ctx, name, k.field).Val(), "one hold left: the retry released nothing")
-
-			unlock.RequestID, unlock.Fresh = "req-2", true
-			u, err = k.unlock(unlock)
-			require.NoError(t, err)
-			assert.Equal(t, scripts.Released, u.State)
-			assert.Zero(t, rdb.Exists(ctx, name).Val())
-			unlock.Fresh = false
-			u, err = k.unlock(unlock)
-			require.NoError(t, err)
-			assert.Equal(t, scripts.Released, u.State, "the retry reports the first attempt's release")
-		})
-	}
 }
