@@ -57,6 +57,14 @@ func spawn(t *testing.T, mode string, env map[string]string) *worker {
 		_ = cmd.Process.Kill()
 		<-w.done
 		_ = cmd.Wait()
+		// A worker talking to a runtime over protoactor remote leaves an
+		// inbound stream that ends when the runtime sees the connection
+		// drop. Let it end before the runtime's Close (a later cleanup):
+		// protoactor's graceful shutdown races with a stream ending under
+		// it (it sends on the channel the stream's reader closes), which
+		// the race detector reports. Close itself waits for a stream that
+		// ended to settle (remoting's streamEnds).
+		time.Sleep(200 * time.Millisecond)
 	})
 	return w
 }
