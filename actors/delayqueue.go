@@ -30,12 +30,11 @@ const safetyInterval = 2 * time.Second
 // after it. Movers of several processes race safely: a move is one atomic
 // script, so each item is moved exactly once.
 type mover struct {
-	env    *runtimeEnv
-	key    primitiveKey
-	self   *actor.PID
-	timers *scheduler.TimerScheduler
-	idle   idleness
-	topic  topic
+	env   *runtimeEnv
+	key   primitiveKey
+	self  *actor.PID
+	idle  idleness
+	topic topic
 
 	handles  int  // open handles in this runtime
 	pending  bool // items remain in the queue, as last seen
@@ -64,8 +63,7 @@ type (
 func newMover(env *runtimeEnv, key primitiveKey) *mover {
 	return &mover{
 		env: env, key: key,
-		timers: scheduler.NewTimerScheduler(env.System.Root),
-		topic:  topic(scripts.DelayChannel(key.Name)),
+		topic: topic(scripts.DelayChannel(key.Name)),
 	}
 }
 
@@ -76,7 +74,7 @@ func (q *mover) Receive(ctx actor.Context) {
 	case *actor.Started:
 		q.self = ctx.Self()
 		ctx.Send(q.env.router, &subscribe{Topic: q.topic, Subscriber: q.self})
-		q.safetyStop = q.timers.SendRepeatedly(safetyInterval, safetyInterval, q.self, &moveSafety{})
+		q.safetyStop = q.env.timers.SendRepeatedly(safetyInterval, safetyInterval, q.self, &moveSafety{})
 		q.move()
 	case *actor.Stopping:
 		q.due.cancel()
@@ -106,9 +104,7 @@ func (q *mover) Receive(ctx actor.Context) {
 	case *moveDone:
 		q.moved(m)
 	case *idleDue:
-		if q.idle.due(ctx, q.env, m) {
-			timedOut(&q.idle, ctx, q.key, q.isIdle())
-		}
+		idleFired(&q.idle, ctx, q.env, m, q.key, q.isIdle())
 		return
 	}
 	q.idle.sync(ctx, q.env, q.isIdle())
@@ -177,7 +173,7 @@ func (q *mover) published(payload string) {
 
 // arm keeps one due timer, at the earliest time asked for.
 func (q *mover) arm(wait time.Duration) {
-	q.due.setEarliest(q.timers, q.self, time.Now().Add(wait))
+	q.due.setEarliest(q.env.timers, q.self, time.Now().Add(wait))
 }
 
 // offer stores an item offered by message, answering its sender from the

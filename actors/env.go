@@ -87,8 +87,8 @@ type runtimeEnv struct {
 	primitives *actor.PID
 	// locks is the lock manager.
 	locks *actor.PID
-	// timers sends the lock actors' timer messages (it keeps no state: one
-	// for all, not one per held name).
+	// timers sends every actor's timer messages (it keeps no state: one for
+	// all, not one per actor).
 	timers *scheduler.TimerScheduler
 	// wakeups times the validity deadlines of every lock actor's holds.
 	wakeups *wakeups

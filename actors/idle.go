@@ -110,3 +110,13 @@ func timedOut[K comparable](i *idleness, ctx actor.Context, key K, idle bool) {
 		ctx.Send(ctx.Parent(), &childIdle[K]{key: key, pid: ctx.Self(), routed: i.routed})
 	}
 }
+
+// idleFired is a per-name child's whole handling of its timer's firing m:
+// if it is due and the child (keyed by key) is still idle, the child
+// reports to its parent. The lock actor, which may go dormant instead,
+// calls due and timedOut itself.
+func idleFired[K comparable](i *idleness, ctx actor.Context, env *runtimeEnv, m *idleDue, key K, idle bool) {
+	if i.due(ctx, env, m) {
+		timedOut(i, ctx, key, idle)
+	}
+}

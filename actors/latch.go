@@ -21,12 +21,11 @@ const latchRecheck = time.Second
 // (first, and after every reconnect, since messages may have been missed),
 // when a message arrives, when an awaiter arrives and every latchRecheck.
 type latchActor struct {
-	env    *runtimeEnv
-	key    primitiveKey
-	self   *actor.PID
-	timers *scheduler.TimerScheduler
-	idle   idleness
-	topic  topic
+	env   *runtimeEnv
+	key   primitiveKey
+	self  *actor.PID
+	idle  idleness
+	topic topic
 
 	waiters    map[uint64]chan<- error
 	subscribed bool
@@ -47,7 +46,6 @@ type (
 func newLatchActor(env *runtimeEnv, key primitiveKey) *latchActor {
 	return &latchActor{
 		env: env, key: key,
-		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		topic:   topic(scripts.LatchChannel(key.Name)),
 		waiters: map[uint64]chan<- error{},
 	}
@@ -100,9 +98,7 @@ func (a *latchActor) Receive(ctx actor.Context) {
 			a.read()
 		}
 	case *idleDue:
-		if a.idle.due(ctx, a.env, m) {
-			timedOut(&a.idle, ctx, a.key, a.isIdle())
-		}
+		idleFired(&a.idle, ctx, a.env, m, a.key, a.isIdle())
 		return
 	}
 	a.sync(ctx)
@@ -148,7 +144,7 @@ func (a *latchActor) sync(ctx actor.Context) {
 	case waiting && !a.subscribed:
 		a.subscribed = true
 		ctx.Send(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
-		a.tickStop = a.timers.SendRepeatedly(latchRecheck, latchRecheck, a.self, &latchTick{})
+		a.tickStop = a.env.timers.SendRepeatedly(latchRecheck, latchRecheck, a.self, &latchTick{})
 	case !waiting && a.subscribed:
 		a.subscribed, a.live = false, false
 		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})

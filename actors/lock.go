@@ -254,8 +254,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *wakeupDue:
 		if a.validity.due(m) {
-			a.env.wakeups.cancel(&a.validity)
-			a.expireHolds(ctx)
+			a.expireHolds(ctx) // which re-arms, or disarms, a.validity
 		}
 	case *stepDue:
 		a.due--

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -24,11 +23,10 @@ const takeRound = time.Second
 // waiter that has gone (cancelled, timed out, or the runtime closing) is
 // given back to the head of the list, never dropped.
 type queueActor struct {
-	env    *runtimeEnv
-	key    primitiveKey
-	self   *actor.PID
-	timers *scheduler.TimerScheduler
-	idle   idleness
+	env  *runtimeEnv
+	key  primitiveKey
+	self *actor.PID
+	idle idleness
 
 	queue    waiters[*takeReq]
 	inflight *popCall // the BLPOP in flight
@@ -65,8 +63,7 @@ type (
 func newQueueActor(env *runtimeEnv, key primitiveKey) *queueActor {
 	return &queueActor{
 		env: env, key: key,
-		timers: scheduler.NewTimerScheduler(env.System.Root),
-		queue:  newWaiters[*takeReq](),
+		queue: newWaiters[*takeReq](),
 	}
 }
 
@@ -105,9 +102,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *idleDue:
-		if a.idle.due(ctx, a.env, m) {
-			timedOut(&a.idle, ctx, a.key, a.isIdle())
-		}
+		idleFired(&a.idle, ctx, a.env, m, a.key, a.isIdle())
 		return
 	}
 	a.kick()
@@ -124,7 +119,7 @@ func (a *queueActor) admit(ctx actor.Context, r *takeReq, deadline time.Time) {
 		return
 	}
 	a.watched.watch(ctx, r.from)
-	a.queue.expireAt(a.timers, a.self, r, deadline, &takeDeadline{r: r})
+	a.queue.expireAt(a.env.timers, a.self, r, deadline, &takeDeadline{r: r})
 	if r.tryOnce {
 		pc := &popCall{req: r}
 		a.tries = append(a.tries, pc)

@@ -201,7 +201,7 @@ func (r *renewal) Receive(ctx actor.Context) {
 func (r *renewal) syncTicker(ctx actor.Context) {
 	if len(r.entries) > 0 && r.stopTick == nil {
 		every := r.env.Watchdog / 3
-		r.stopTick = scheduler.NewTimerScheduler(r.env.System.Root).SendRepeatedly(every, every, ctx.Self(), &renewTick{})
+		r.stopTick = r.env.timers.SendRepeatedly(every, every, ctx.Self(), &renewTick{})
 	}
 }
 

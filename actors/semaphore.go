@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -54,7 +53,6 @@ type semaphoreActor struct {
 	key       primitiveKey
 	expirable bool
 	self      *actor.PID
-	timers    *scheduler.TimerScheduler
 	idle      idleness
 	topic     topic
 
@@ -108,7 +106,6 @@ type (
 func newSemaphoreActor(env *runtimeEnv, key primitiveKey) *semaphoreActor {
 	return &semaphoreActor{
 		env: env, key: key, expirable: key.Kind == primExpirable,
-		timers:  scheduler.NewTimerScheduler(env.System.Root),
 		topic:   topic(scripts.SemaphoreChannel(key.Name)),
 		queue:   newWaiters[*semReq](),
 		watched: watchers{},
@@ -169,9 +166,7 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		a.requesterStopped(ctx, m.Who)
 	case *idleDue:
-		if a.idle.due(ctx, a.env, m) {
-			timedOut(&a.idle, ctx, a.key, a.isIdle())
-		}
+		idleFired(&a.idle, ctx, a.env, m, a.key, a.isIdle())
 		return
 	}
 	a.kick()
@@ -202,7 +197,7 @@ func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time)
 		r.markID = a.env.NewRequestID()
 	}
 	a.watched.watch(ctx, r.from)
-	a.queue.expireAt(a.timers, a.self, r, deadline, &semDeadline{r: r})
+	a.queue.expireAt(a.env.timers, a.self, r, deadline, &semDeadline{r: r})
 	if r.tryOnce {
 		a.ops = append(a.ops, &semOp{req: r})
 		return
@@ -335,7 +330,7 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 }
 
 func (a *semaphoreActor) armRetry(d time.Duration) {
-	a.retry.set(a.timers, a.self, d)
+	a.retry.set(a.env.timers, a.self, d)
 }
 
 // syncSubscription keeps the channel subscribed while a refused head waits.
