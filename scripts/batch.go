@@ -72,12 +72,16 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 // client's read and write timeouts bound it, as they bound a lone call.
 func (b *Batched) send(ctx context.Context, batch []*batchCall, sender *batchCall) {
 	ctx = context.WithoutCancel(ctx)
-	pipe := b.UniversalClient.Pipeline()
-	for _, c := range batch {
-		_ = pipe.Process(ctx, c.cmd)
+	if len(batch) == 1 {
+		_ = b.UniversalClient.Process(ctx, batch[0].cmd) // no pipeline to build
+	} else {
+		pipe := b.UniversalClient.Pipeline()
+		for _, c := range batch {
+			_ = pipe.Process(ctx, c.cmd)
+		}
+		// Exec's error is also each command's: the callers read their own.
+		_, _ = pipe.Exec(ctx)
 	}
-	// Exec's error is also each command's: the callers read their own.
-	_, _ = pipe.Exec(ctx)
 	b.landed()
 	for _, c := range batch {
 		if c != sender {
