@@ -314,7 +314,9 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 			if latches%1000 == 1 {
 				ttl, err := rdb.PTTL(ctx, k).Result()
 				require.NoError(t, err)
-				assert.Positive(t, ttl, "unlock latch %s expires", k)
+				// -2: it expired since SCAN saw it (a slow run outlasts the
+				// latch TTL); -1 would be a latch that never expires.
+				assert.True(t, ttl > 0 || ttl == -2, "unlock latch %s expires (PTTL %v)", k, ttl)
 			}
 		default:
 			t.Errorf("key left behind: %q", k)
