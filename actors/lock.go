@@ -461,6 +461,9 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	}
 	g := s.grant
 	if g.Acquired {
+		if h := a.holds.get(r.owner); h != nil {
+			h.token = g.Token // even if undone below: the counter moved
+		}
 		if r.answered {
 			a.undo(r.owner, r.write(), g.HoldCount)
 			return
@@ -543,6 +546,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	} else {
 		h.count = g.HoldCount
 	}
+	h.token = g.Token
 	h.extend(validUntil)
 	gr := &grant{token: g.Token, watchdog: r.lease == 0, write: r.write(), lease: lease}
 	if c, ok := r.by.(*goCaller); ok {

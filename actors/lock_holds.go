@@ -15,8 +15,12 @@ type hold struct {
 	owner string
 	// count is the owner's hold count in Redis as last seen (read-write
 	// lock: its read holds; writes counts its write holds).
-	count      int64
-	writes     int64
+	count  int64
+	writes int64
+	// token is the fencing token of the owner's newest grant, which the
+	// fencing counter holds until someone is granted the lock again (a
+	// release's retry tells by it whether the owner re-entered since).
+	token      int64
 	grants     []*grant      // acquisitions not yet released, oldest first
 	watchdogs  int           // grants renewed by the watchdog
 	gen        uint64        // renewal registration; 0: none
@@ -45,7 +49,15 @@ type grant struct {
 	write    bool                    // read-write lock: a write hold
 	lease    time.Duration           // as granted
 	end      context.CancelCauseFunc // Go callers: ends the Held's context
+	// unlocking is what the first release of this grant expected in Redis,
+	// kept once that release failed (its outcome may be unknown): a retry
+	// must judge by what the first attempt saw, not by holds granted since.
+	unlocking *releaseBasis
 }
+
+// releaseBasis is the owner's count and newest token as a release found
+// them when it started (scripts.UnlockArgs.Expect and Counter).
+type releaseBasis struct{ expect, counter int64 }
 
 // counted is the count of the holds r's kind adds to.
 func (h *hold) counted(write bool) int64 {
@@ -163,7 +175,8 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	reads, writes := a.fam.allHolds(h)
 	for i, n := range [2]int64{reads, writes} {
 		if n > 0 {
-			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n, requestID: a.env.NewRequestID()})
+			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n, requestID: a.env.NewRequestID(),
+				basis: releaseBasis{expect: h.counted(i == 1), counter: h.token}})
 		}
 	}
 	h.grants, h.watchdogs = nil, 0

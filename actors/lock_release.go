@@ -82,7 +82,11 @@ func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func
 		h.watchdogs--
 	}
 	a.syncRenewal(h)
-	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, reply: reply}
+	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, reply: reply,
+		basis: releaseBasis{expect: h.counted(g.write), counter: h.token}}
+	if g.unlocking != nil {
+		s.basis, s.again = *g.unlocking, true
+	}
 	a.steps = append(a.steps, s)
 	return s
 }
@@ -215,6 +219,7 @@ const yieldWindow = 2 * time.Millisecond
 // Unlock (same request id, de-duplicated by the latch) can finish the job.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 	if s.grant != nil && h != nil {
+		s.grant.unlocking = &s.basis
 		h.grants = append(h.grants, s.grant)
 		if s.grant.watchdog {
 			h.watchdogs++

@@ -138,6 +138,8 @@ type releaseStep struct {
 	holds     int64
 	requestID string // unlock latch id
 	fresh     bool   // no earlier release with requestID was sent (UnlockArgs.Fresh)
+	basis     releaseBasis
+	again     bool // an earlier release of grant failed: it may have run
 	reply     func(ReleaseResult)
 	span      trace.SpanContext // the Go caller's span, for its script call
 	next      *request          // the waiter the lock is handed to, if any
@@ -177,12 +179,18 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 	if r := s.next; r != nil {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
 	}
-	env, fam, span, fresh := a.env, a.fam, s.span, s.fresh
+	env, fam, span, fresh, again, basis := a.env, a.fam, s.span, s.fresh, s.again, s.basis
 	return func(ctx context.Context, retry bool) (err error) {
 		ctx = withSpan(ctx, span)
 		rdb, ack := env.scriptClient()
 		args.retry = retry
 		args.Fresh = fresh && !retry
+		if retry || again {
+			// An earlier attempt may have released the owner's last hold,
+			// which leaves no latch: the script judges by what it expected.
+			// Not on a first attempt, where a missing hold means lost.
+			args.Expect, args.Counter = basis.expect, basis.counter
+		}
 		s.unlock, s.handed, err = fam.release(ctx, rdb, args)
 		s.acked = ack()
 		return err
@@ -199,8 +207,11 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 // releaseTarget is the local waiter a release may hand the lock to in the
 // same script, or nil: only when the owner releases its last hold, and to
 // the head the family allows (handsTo).
+//
+// Not for a retry of a release that failed: its first attempt may have
+// released the lock writing no latch, which only UnlockLock's retry tells.
 func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
-	if s.grant == nil || h == nil || h.count != 1 || a.queue.waiting() == 0 {
+	if s.grant == nil || s.grant.unlocking != nil || h == nil || h.count != 1 || a.queue.waiting() == 0 {
 		return nil
 	}
 	next := a.front()

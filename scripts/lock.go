@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -106,6 +107,15 @@ type UnlockArgs struct {
 	// writes it, for a later retry). Only the reentrant lock's scripts
 	// (UnlockLock, HandoffLock) read it today.
 	Fresh bool
+	// Expect and Counter let a retry of UnlockLock (not Fresh) tell what an
+	// earlier attempt that released the owner's last holds did, as such a
+	// release writes no latch (lock_unlock.lua): Expect is the owner's count
+	// before the release, Counter the fencing counter as the owner's newest
+	// grant left it, that grant's token (either 0: unknown). Give them only
+	// when an earlier attempt may have run: with them, an owner holding
+	// nothing reads as released by that attempt, not as lost.
+	Expect  int64
+	Counter int64
 }
 
 // Unlock is the outcome of UnlockLock.
@@ -118,8 +128,18 @@ type Unlock struct {
 
 // UnlockLock releases holds of the reentrant lock in one round trip.
 func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, lockUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
-		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh))
+	return unlockScript(ctx, c, lockUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
+		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh),
+		optPositive(a.Expect), optPositive(a.Counter))
+}
+
+// optPositive renders an optional count or token, both positive when
+// known: 0 or less means "not given".
+func optPositive(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // flag renders a boolean script argument: "1" or "".
