@@ -85,7 +85,7 @@ func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func
 	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, reply: reply,
 		basis: releaseBasis{expect: h.counted(g.write), counter: h.token}}
 	if g.unlocking != nil {
-		s.basis, s.again = *g.unlocking, true
+		s.basis = *g.unlocking
 	}
 	a.steps = append(a.steps, s)
 	return s

@@ -139,7 +139,6 @@ type releaseStep struct {
 	requestID string // unlock latch id
 	fresh     bool   // no earlier release with requestID was sent (UnlockArgs.Fresh)
 	basis     releaseBasis
-	again     bool // an earlier release of grant failed: it may have run
 	reply     func(ReleaseResult)
 	span      trace.SpanContext // the Go caller's span, for its script call
 	next      *request          // the waiter the lock is handed to, if any
@@ -179,7 +178,7 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 	if r := s.next; r != nil {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
 	}
-	env, fam, span, fresh, again, basis := a.env, a.fam, s.span, s.fresh, s.again, s.basis
+	env, fam, span, fresh, again, basis := a.env, a.fam, s.span, s.fresh, s.again(), s.basis
 	return func(ctx context.Context, retry bool) (err error) {
 		ctx = withSpan(ctx, span)
 		rdb, ack := env.scriptClient()
@@ -197,6 +196,10 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 	}
 }
 
+// again reports whether an earlier release of s's grant failed, so that it
+// may have run.
+func (s *releaseStep) again() bool { return s.grant != nil && s.grant.unlocking != nil }
+
 func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	if s.next != nil {
 		s.next.inflight = false
@@ -211,7 +214,7 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 // Not for a retry of a release that failed: its first attempt may have
 // released the lock writing no latch, which only UnlockLock's retry tells.
 func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
-	if s.grant == nil || s.grant.unlocking != nil || h == nil || h.count != 1 || a.queue.waiting() == 0 {
+	if s.grant == nil || s.again() || h == nil || h.count != 1 || a.queue.waiting() == 0 {
 		return nil
 	}
 	next := a.front()

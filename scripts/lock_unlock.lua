@@ -28,24 +28,21 @@
 -- re-entered after that release; otherwise no attempt ran. Only our own
 -- retries read our latch keys (Redisson reads its own), so writing fewer of
 -- them changes nothing a Redisson client sees.
-local count
 if ARGV[6] ~= '1' then
   local prior = redis.call('get', KEYS[2])
   if prior then
     return {tonumber(prior), 0}
   end
-  count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-  if tonumber(ARGV[7]) == tonumber(ARGV[2]) then
-    if count == 0 then
-      return {1, 0}
-    end
-    local counter = ARGV[8] ~= '' and redis.call('get', KEYS[3])
-    if counter and counter ~= ARGV[8] then
-      return {0}
-    end
+end
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[7]) == tonumber(ARGV[2]) then
+  if count == 0 then
+    return {1, 0}
   end
-else
-  count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+  local counter = ARGV[8] ~= '' and redis.call('get', KEYS[3])
+  if counter and counter ~= ARGV[8] then
+    return {0}
+  end
 end
 if count == 0 then
   return {-1}
