@@ -219,7 +219,10 @@ const yieldWindow = 2 * time.Millisecond
 // Unlock (same request id, de-duplicated by the latch) can finish the job.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 	if s.grant != nil && h != nil {
-		s.grant.unlocking = &s.basis
+		// A copy: pointing into s would keep the finished step (its reply,
+		// span and hand-off target) alive as long as the grant.
+		basis := s.basis
+		s.grant.unlocking = &basis
 		h.grants = append(h.grants, s.grant)
 		if s.grant.watchdog {
 			h.watchdogs++
