@@ -12,15 +12,15 @@ import (
 // redsync's Extend and redislock's Refresh): in Redis, and locally, where
 // the hold counts as lost when the extended lease is over (Done, Context).
 // It never shortens a lease. It applies to the owner's whole hold in Redis
-// (one key for all its re-entries). It returns ErrInvalidArgument for d <=
-// 0, for a hold the watchdog renews (no LeaseTime), and for read-write lock
+// (one key for all its re-entries). It returns ErrInvalidArgument for d
+// under 10 ms, for a hold the watchdog renews (no LeaseTime), and for read-write lock
 // holds; an error wrapping ErrLost if the lock is gone (the hold then ends);
 // ErrUnlocked after Unlock; ErrClosed after Close; ctx's error if it ends
 // first (the extension may still take effect). Lease keeps reporting the
 // lease first granted.
 func (h *Held) Extend(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%w: extension %v is not positive", ErrInvalidArgument, d)
+	if d < actors.MinLease {
+		return fmt.Errorf("%w: extension %v is under %v", ErrInvalidArgument, d, actors.MinLease)
 	}
 	h.mu.Lock()
 	err := h.check(ctx)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/internal/mutant"
 )
 
 // GroupHeld is a MultiLock or RedLock acquisition: several member locks
@@ -85,8 +87,11 @@ func (g *GroupHeld) Err() error { return context.Cause(g.ctx) }
 func (g *GroupHeld) Context() context.Context { return g.ctx }
 
 // Unlock releases every member (concurrently), and reports every member's
-// error, joined, never stopping at the first. A second call returns
-// ErrUnlocked.
+// error, joined, never stopping at the first. The group's hold ends with the
+// first call (Done closes). If a member's release failed, call Unlock again:
+// it waits for the members not released yet (the runtime keeps trying
+// each failed release until Redis answers) and reports how they ended. Once
+// every member is released, a further call returns ErrUnlocked.
 func (g *GroupHeld) Unlock(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -96,12 +101,17 @@ func (g *GroupHeld) Unlock(ctx context.Context) error {
 	if g.unlocked {
 		return ErrUnlocked
 	}
-	g.unlocked = true
+	if mutant.On(4) {
+		g.unlocked = true
+	}
 	for _, stop := range g.stops {
 		stop()
 	}
 	errs := unlockAll(ctx, g.members)
 	g.end(ErrUnlocked)
+	if errs == nil {
+		g.unlocked = true
+	}
 	return errs
 }
 
@@ -113,7 +123,8 @@ func unlockAll(ctx context.Context, helds []*Held) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := h.Unlock(ctx); err != nil {
+			// ErrUnlocked: released already, by an earlier call of ours.
+			if err := h.Unlock(ctx); err != nil && !errors.Is(err, ErrUnlocked) {
 				errs[i] = fmt.Errorf("%q: %w", h.Name(), err)
 			}
 		}()

@@ -81,6 +81,13 @@ func (h *Held) Unlock(ctx context.Context) (err error) {
 	defer span.end(&err)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.unlockSent && !h.unlocked && errors.Is(h.Err(), ErrUnlocked) {
+		// An earlier Unlock failed (or its ctx ended), and the runtime,
+		// which carries a release through until Redis answers, completed
+		// it: this call succeeds with it.
+		h.unlocked = true
+		return nil
+	}
 	if err := h.check(ctx); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/internal/ext"
+	"github.com/actorlock/actorlock/internal/mutant"
 )
 
 // Option configures a Runtime.
@@ -61,8 +62,8 @@ func (c *config) invalid(format string, args ...any) {
 // lease later. Default 30 s (Redisson's lockWatchdogTimeout); at least 10 ms.
 func WithWatchdog(lease time.Duration) Option {
 	return func(c *config) {
-		if lease < 10*time.Millisecond {
-			c.invalid("watchdog lease %v is under 10ms", lease)
+		if lease < actors.MinLease {
+			c.invalid("watchdog lease %v is under %v", lease, actors.MinLease)
 		}
 		c.watchdog = lease
 	}
@@ -327,12 +328,17 @@ func WaitTime(d time.Duration) AcquireOption {
 }
 
 // LeaseTime holds the lock for at most d, without the watchdog: if not
-// unlocked by then, it expires in Redis and the Held is lost. Default: the
+// unlocked by then, it expires in Redis and the Held is lost. d under 10 ms
+// is refused with ErrInvalidArgument (it would expire before its grant
+// could reach the caller). Default: the
 // watchdog lease, renewed while held.
 func LeaseTime(d time.Duration) AcquireOption {
 	return func(c *acquireConfig) {
-		if d <= 0 {
+		switch {
+		case d <= 0:
 			c.err = fmt.Errorf("%w: lease time %v is not positive", ErrInvalidArgument, d)
+		case d < actors.MinLease && !mutant.On(7):
+			c.err = fmt.Errorf("%w: lease time %v is under %v: it would expire before a grant could reach the caller", ErrInvalidArgument, d, actors.MinLease)
 		}
 		c.lease = d
 	}

@@ -28,7 +28,6 @@ type dormant struct {
 	wake     wakeup // at the earliest validity deadline of the holds
 	key      LockKey
 	holds    holdSet
-	gens     uint64
 	handoffs int32
 }
 
@@ -145,5 +144,5 @@ func (m *manager) dropDormant() {
 
 // restore gives a lock actor being spawned the holds of a dormant record.
 func (a *lockActor) restore(rec *dormant) {
-	a.holds, a.gens, a.handoffs = rec.holds, rec.gens, rec.handoffs
+	a.holds, a.handoffs = rec.holds, rec.handoffs
 }

@@ -95,6 +95,11 @@ type runtimeEnv struct {
 	// batched pipelines the lock scripts of concurrent calls.
 	batched *scripts.Batched
 	reqSeq  atomic.Uint64
+	// renewGens numbers renewal registrations across every lock actor and
+	// its later incarnations (after an idle stop), so that a renewal result
+	// still in flight for a registration that ended can never be taken for
+	// a newer one's.
+	renewGens atomic.Uint64
 	// sharedCall is the context calls starting now share (callCtx).
 	sharedCall atomic.Pointer[sharedCall]
 	// idle hands a call to a worker goroutine waiting for one (unbuffered:

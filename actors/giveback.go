@@ -23,10 +23,18 @@ import (
 // process) is never touched. The release is retried while Redis does not
 // answer, until the hold would have expired anyway.
 //
-// While a give-back of an owner is outstanding no attempt of that owner
-// runs: it would re-enter the orphan (hold count 2 where the caller thinks
-// 1) and leave it behind at Unlock. Such attempts are parked and resume when
-// the give-back is done.
+// The same compare-and-release undoes an attempt whose outcome is unknown
+// or whose caller is gone, and a hand-off whose waiter gave up.
+//
+// While Redis work of an owner is unsettled (a give-back, or a release
+// whose outcome is unknown and that the actor tries again: see
+// releaseFailed), nothing grants to that owner: its attempts are parked and
+// resume when the work is done, and hand-offs pass it by. A grant in
+// between would let the unsettled script act on the newer hold: a
+// give-back finding the count it expects in a hold granted since would
+// delete it (two holders: ours, which believes it holds, and whoever takes
+// the freed key), and a release retry finding the fencing counter moved by
+// a re-entry would report the hold released while it stays.
 
 // lateGrant handles a grant of r whose reply came back after its local
 // validity: it is given back, and r goes on waiting if it may, or fails.
@@ -38,8 +46,11 @@ func (a *lockActor) lateGrant(ctx actor.Context, r *request, g scripts.Grant, le
 			ErrNotAcquired, a.key.Name), HolderTTL: -1})
 		return
 	}
-	if !a.queue.queued(r) {
-		// A re-entry or a single attempt: run again once the give-back is done.
+	if !a.queue.queued(r) || (a.fam.queues() && !r.enqueued) {
+		// A re-entry or a single attempt, or a fair waiter that never
+		// joined the Redis queue (its first attempt was this grant): run
+		// again once the give-back is done (a fair waiter contends only
+		// from its place in the queue, which this takes).
 		a.steps = append(a.steps, &attemptStep{req: r})
 		return
 	}
@@ -65,26 +76,33 @@ func (a *lockActor) giveBackHold(h *hold) {
 
 // giveBack queues, before anything else, the release of holds of owner
 // (write: a read-write lock's write holds) if Redis still counts exactly
-// ifCount of them. lease bounds how long it is retried.
+// ifCount of them. lease bounds how long it is retried: by then the holds
+// have expired anyway.
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount int64, lease time.Duration) {
-	if a.givingBack == nil {
-		a.givingBack = map[string]int{}
-	}
-	a.givingBack[owner]++
+	a.settle(owner)
 	a.first(&undoStep{
-		giveBack: true, owner: owner, write: write, holds: holds, ifCount: ifCount,
+		owner: owner, write: write, holds: holds, ifCount: ifCount,
 		requestID: a.env.NewRequestID(),
 		giveUpAt:  time.Now().Add(lease + a.env.CallTimeout),
 	})
 }
 
-// gaveBack ends one outstanding give-back of owner (done, or given up);
+// settle marks Redis work of owner unsettled until settled is called for
+// it: until then nothing grants to owner.
+func (a *lockActor) settle(owner string) {
+	if a.settling == nil {
+		a.settling = map[string]int{}
+	}
+	a.settling[owner]++
+}
+
+// settled ends one piece of unsettled work of owner (done, or given up);
 // after the last, the owner's parked attempts resume.
-func (a *lockActor) gaveBack(owner string) {
-	if a.givingBack[owner]--; a.givingBack[owner] > 0 {
+func (a *lockActor) settled(owner string) {
+	if a.settling[owner]--; a.settling[owner] > 0 {
 		return
 	}
-	delete(a.givingBack, owner)
+	delete(a.settling, owner)
 	parked := a.parked[:0]
 	for _, s := range a.parked {
 		if s.req.owner == owner {
@@ -98,5 +116,6 @@ func (a *lockActor) gaveBack(owner string) {
 	a.headReady = true
 }
 
-// givingBackFor reports whether a give-back of owner is outstanding.
-func (a *lockActor) givingBackFor(owner string) bool { return a.givingBack[owner] > 0 }
+// settlingFor reports whether Redis work of owner is unsettled, so that
+// nothing may grant to it now.
+func (a *lockActor) settlingFor(owner string) bool { return a.settling[owner] > 0 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -55,7 +56,6 @@ type lockActor struct {
 	steps    []step            // waiting to run, before any waiter's attempt
 	inflight step              // the script in flight
 	watched  watchers          // owner actors and requesters
-	gens     uint64            // renewal registrations made
 
 	wakes      uint64        // unlock messages and (re)subscriptions so far: see attempted
 	subscribed topic         // zero: none
@@ -64,10 +64,10 @@ type lockActor struct {
 	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
 	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
-	givingBack map[string]int // owners with give-backs outstanding (giveback.go)
-	parked     []*attemptStep // attempts waiting for their owner's give-back
-	due        int32          // steps waiting on a timer to run (stepDue)
-	extending  int32          // Extend scripts in flight
+	settling  map[string]int // owners whose Redis work is unsettled (giveback.go)
+	parked    []*attemptStep // attempts waiting for their owner's work to settle
+	due       int32          // steps waiting on a timer to run (stepDue)
+	extending int32          // Extend scripts in flight
 
 	drained func() // drain: tells the manager once nothing is left to run
 }
@@ -429,7 +429,7 @@ func (a *lockActor) contender() *request {
 		return nil
 	}
 	head := a.front()
-	if head.inflight || a.fam.blocked(&a.holds, head) || (a.fam.queues() && !head.enqueued) || a.givingBackFor(head.owner) {
+	if head.inflight || a.fam.blocked(&a.holds, head) || (a.fam.queues() && !head.enqueued) || a.settlingFor(head.owner) {
 		return nil
 	}
 	return head
@@ -454,7 +454,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		}
 		// The attempt may have taken effect: undo exactly that.
 		if mayHaveRun(d.err) {
-			a.undo(r.owner, r.write(), s.seen+1)
+			a.giveBack(r.owner, r.write(), 1, s.seen+1, r.leaseOr(a.env.Watchdog))
 			a.leaveIfQueued(r, true)
 		}
 		return
@@ -465,7 +465,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 			h.token = g.Token // even if undone below: the counter moved
 		}
 		if r.answered {
-			a.undo(r.owner, r.write(), g.HoldCount)
+			a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
 			return
 		}
 		if a.env.unsynced(s.acked) {
@@ -495,7 +495,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	}
 	if !a.queue.queued(r) {
 		// A re-entry whose hold turned out lost waits like anyone else.
-		a.queue.pushFront(r)
+		a.requeue(r)
 	}
 	if a.fam.queues() {
 		r.enqueued = true
@@ -515,6 +515,29 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	a.armRetry(g.HolderTTL)
 }
 
+// requeue puts a re-entry whose hold turned out lost, and which must now
+// wait, into the FIFO where its place in line is: the front, where no
+// queue in Redis orders the waiters; else (the fair lock) behind the
+// waiters that joined the Redis queue before its attempt did, since that
+// queue decides who is next, and only the local front contends and is
+// watched for its turn. Those not yet joined (their first attempt still
+// to run) join after it. It scans only them, on this rare path.
+func (a *lockActor) requeue(r *request) {
+	if !a.fam.queues() || mutant.On(6) {
+		a.queue.pushFront(r)
+		return
+	}
+	e := a.queue.fifo.Back()
+	for e != nil && !e.Value.(*request).enqueued {
+		e = e.Prev()
+	}
+	if e == nil {
+		a.queue.pushFront(r)
+		return
+	}
+	r.elem = a.queue.fifo.InsertAfter(r, e)
+}
+
 func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sentAt time.Time) {
 	lease := r.leaseOr(a.env.Watchdog)
 	validUntil := sentAt.Add(lease - Drift(lease))
@@ -523,6 +546,13 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		return
 	}
 	h := a.holds.get(r.owner)
+	if h != nil && g.HoldCount <= h.counted(r.write()) && !mutant.On(2) {
+		// A re-entry that did not find the owner's holds in Redis (deleted
+		// or expired before the watchdog noticed) started a fresh hold:
+		// the old one is lost, and this grant is not one more of it.
+		a.lost(ctx, h, LossGone, "a re-entry found the lock gone from Redis")
+		h = nil
+	}
 	if h == nil {
 		h = &hold{owner: r.owner}
 		if c := r.actor(); c != nil {
@@ -545,6 +575,10 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		h.writes = g.HoldCount
 	} else {
 		h.count = g.HoldCount
+	}
+	if a.fam.shares() && !r.write() {
+		// Read hold n's key was (re)written with this lease.
+		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], validUntil.Sub(epoch))
 	}
 	h.token = g.Token
 	h.extend(validUntil)
@@ -577,7 +611,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 // now could lose it, so it is undone, and tried again after a pause (with
 // back-off) up to ReplicaSync.Attempts times before r fails.
 func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, acked int64) {
-	a.undo(r.owner, r.write(), g.HoldCount)
+	a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
 	r.unsynced++
 	if r.unsynced >= max(a.env.ReplicaSync.Attempts, 1) {
 		a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("%w: %w: %d of %d replicas confirmed it within %v",

@@ -26,6 +26,12 @@ type hold struct {
 	gen        uint64        // renewal registration; 0: none
 	renewReads int64         // read count the registration carries
 	validUntil time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
+	// reads (read-write lock) is how long each of the owner's read-hold
+	// keys lives, key n at n-1 (since epoch, less drift): once the write
+	// and the other reads are released, they alone keep the lock alive,
+	// and a read release deletes the newest keys, whichever acquisition it
+	// releases (Redisson's layout), so validity follows the keys left.
+	reads []time.Duration
 	// by is the owner actor of a hold acquired by message (its owner is a
 	// token); nil for a Go caller's, which needs none of it.
 	by *ownerActor
@@ -53,6 +59,39 @@ type grant struct {
 	// kept once that release failed (its outcome may be unknown): a retry
 	// must judge by what the first attempt saw, not by holds granted since.
 	unlocking *releaseBasis
+	// release is this grant's release under way: queued, in flight, or
+	// failed and waiting to be tried again (releaseFailed); nil: none.
+	release *releaseStep
+	over    bool // ended (unlocked, lost, closed): nothing may act on it any more
+}
+
+// take removes and returns the first grant of h that matches, nil if none
+// (or h is nil).
+func (h *hold) take(match func(*grant) bool) *grant {
+	if h == nil {
+		return nil
+	}
+	for i, g := range h.grants {
+		if match(g) {
+			h.grants = append(h.grants[:i], h.grants[i+1:]...)
+			return g
+		}
+	}
+	return nil
+}
+
+// takeNewest is take, searching from the newest grant.
+func (h *hold) takeNewest(match func(*grant) bool) *grant {
+	if h == nil {
+		return nil
+	}
+	for i := len(h.grants) - 1; i >= 0; i-- {
+		if g := h.grants[i]; match(g) {
+			h.grants = append(h.grants[:i], h.grants[i+1:]...)
+			return g
+		}
+	}
+	return nil
 }
 
 // releaseBasis is the owner's count and newest token as a release found
@@ -100,15 +139,14 @@ func (a *lockActor) syncRenewal(h *hold) {
 	switch {
 	case h.watchdogs > 0 && (h.gen == 0 || h.renewReads != h.count):
 		if h.gen == 0 {
-			a.gens++
-			h.gen = a.gens
+			h.gen = a.env.renewGens.Add(1)
 		}
 		h.renewReads = h.count
 		a.env.System.Root.Send(a.env.renewal, &renewRegister{
 			Name: a.key.Name, Kind: a.key.Kind, Owner: h.owner, Gen: h.gen, RW: a.fam.shares(), Reads: h.count,
 		})
 	case h.watchdogs == 0 && h.gen != 0:
-		a.env.System.Root.Send(a.env.renewal, &renewCancel{Name: a.key.Name, Owner: h.owner, Gen: h.gen})
+		a.env.System.Root.Send(a.env.renewal, &renewCancel{Name: a.key.Name, Kind: a.key.Kind, Owner: h.owner, Gen: h.gen})
 		h.gen = 0
 	}
 }
@@ -162,7 +200,11 @@ func (a *lockActor) tellLost(ctx actor.Context, h *hold, reason string, token in
 }
 
 func (a *lockActor) endGrant(g *grant, cause error) {
-	if g != nil && g.end != nil {
+	if g == nil {
+		return
+	}
+	g.over = true
+	if g.end != nil {
 		g.end(cause)
 	}
 }
@@ -171,6 +213,13 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 func (a *lockActor) releaseAll(h *hold, cause error) {
 	for _, g := range h.grants {
 		a.endGrant(g, cause)
+		if s := g.release; s != nil {
+			// A failed release waiting to be tried again: the release of
+			// everything below replaces it.
+			a.retried(s)
+			s.answer(ReleaseResult{Err: cause})
+			s.replies = nil
+		}
 	}
 	reads, writes := a.fam.allHolds(h)
 	for i, n := range [2]int64{reads, writes} {
@@ -234,7 +283,12 @@ func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt t
 	if h == nil || h.gen != gen {
 		return false
 	}
-	h.extend(sentAt.Add(env.Watchdog - Drift(env.Watchdog)))
+	until := sentAt.Add(env.Watchdog - Drift(env.Watchdog))
+	h.extend(until)
+	// The renewal extended the read-hold keys it knew of, too.
+	for i := range min(int64(len(h.reads)), h.renewReads) {
+		h.reads[i] = max(h.reads[i], until.Sub(epoch))
+	}
 	return true
 }
 

@@ -32,7 +32,7 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 
 func (a *lockActor) isIdle() bool {
 	return a.holds.len() == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
-		a.due == 0 && len(a.givingBack) == 0
+		a.due == 0 && len(a.settling) == 0
 }
 
 // syncIdle runs the idle handshake (idle.go) while idle, or while all
@@ -47,7 +47,7 @@ func (a *lockActor) syncIdle(ctx actor.Context) {
 // (dormant.go): nothing queued, running, timed, subscribed or watched.
 func (a *lockActor) canSleep() bool {
 	if a.holds.len() == 0 || a.draining || len(a.queue.pending) > 0 || a.inflight != nil || len(a.steps) > 0 ||
-		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.givingBack) > 0 || len(a.parked) > 0 ||
+		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.settling) > 0 || len(a.parked) > 0 ||
 		len(a.watched) > 0 || a.retry.at != 0 || (a.alive != nil && a.alive.at != 0) || since() < a.yieldUntil {
 		return false
 	}
@@ -67,7 +67,7 @@ func (a *lockActor) canSleep() bool {
 func (a *lockActor) sleep(ctx actor.Context) {
 	a.idle.reported, a.asleep = true, true
 	a.env.wakeups.cancel(&a.validity)
-	rec := &dormant{key: a.key, holds: a.holds, gens: a.gens, handoffs: a.handoffs}
+	rec := &dormant{key: a.key, holds: a.holds, handoffs: a.handoffs}
 	ctx.Send(ctx.Parent(), &lockAsleep{
 		childIdle: childIdle[LockKey]{key: a.key, pid: a.self, routed: a.idle.routed},
 		rec:       rec,

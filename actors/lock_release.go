@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -20,17 +21,19 @@ func (a *lockActor) releaseGo(m *Release) {
 			m.Reply <- res
 		}
 	}
+	ours := func(g *grant) bool { return g.goID == m.ID }
 	h := a.holds.get(m.Owner)
-	var g *grant
-	if h != nil && !h.byMessage() {
-		for i, x := range h.grants {
-			if x.goID == m.ID {
-				g = x
-				h.grants = append(h.grants[:i], h.grants[i+1:]...)
-				break
-			}
-		}
+	if h != nil && h.byMessage() {
+		h = nil
 	}
+	if s := a.releaseOf(h, m.Owner, ours); s != nil {
+		// A release of this acquisition is under way (its Unlock returned
+		// the caller's ctx error) or failed and is being tried again: this
+		// Unlock waits for its outcome instead of starting another.
+		s.join(reply)
+		return
+	}
+	g := h.take(ours)
 	if g == nil {
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 		return
@@ -53,26 +56,57 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 		respond(ReleaseResult{Err: err})
 		return
 	}
+	// The unlock latch is per owner, so owners reusing request ids never
+	// see each other's outcome.
+	requestID := owner + ":" + m.RequestId
 	h := a.holds.get(owner)
-	write := m.Kind == messages.Kind_KIND_WRITE
-	var g *grant
-	if h != nil && h.byMessage() {
-		// The newest acquisition of that kind goes first.
-		for i := len(h.grants) - 1; i >= 0; i-- {
-			if h.grants[i].write == write {
-				g = h.grants[i]
-				h.grants = append(h.grants[:i], h.grants[i+1:]...)
-				break
-			}
-		}
+	if h != nil && !h.byMessage() {
+		h = nil
 	}
+	if s := a.releaseOf(h, owner, func(g *grant) bool { return g.release != nil && g.release.requestID == requestID }); s != nil {
+		s.join(respond) // a retry of a release under way
+		return
+	}
+	// The newest acquisition of that kind goes first.
+	write := m.Kind == messages.Kind_KIND_WRITE
+	g := h.takeNewest(func(g *grant) bool { return g.write == write && g.release == nil })
 	if g == nil {
 		respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
 		return
 	}
-	// The unlock latch is per owner, so owners reusing request ids never
-	// see each other's outcome.
-	a.queueRelease(h, g, owner+":"+m.RequestId, respond)
+	a.queueRelease(h, g, requestID, respond)
+}
+
+// releaseOf is the release under way of owner's grant that matches: a grant
+// of h waiting for its release to be tried again, or a release queued or in
+// flight. nil: none.
+func (a *lockActor) releaseOf(h *hold, owner string, match func(*grant) bool) *releaseStep {
+	if h != nil {
+		for _, g := range h.grants {
+			if g.release != nil && match(g) {
+				return g.release
+			}
+		}
+	}
+	if mutant.On(5) {
+		return nil
+	}
+	under := func(s step) *releaseStep {
+		r, ok := s.(*releaseStep)
+		if ok && r.owner == owner && r.grant != nil && r.grant.release == r && match(r.grant) {
+			return r
+		}
+		return nil
+	}
+	if r := under(a.inflight); r != nil {
+		return r
+	}
+	for _, s := range a.steps {
+		if r := under(s); r != nil {
+			return r
+		}
+	}
+	return nil
 }
 
 // queueRelease takes grant g out of hold h (the watchdog stops renewing it
@@ -82,11 +116,13 @@ func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func
 		h.watchdogs--
 	}
 	a.syncRenewal(h)
-	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID, reply: reply,
+	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID,
 		basis: releaseBasis{expect: h.counted(g.write), counter: h.token}}
+	s.join(reply)
 	if g.unlocking != nil {
 		s.basis = *g.unlocking
 	}
+	g.release = s
 	a.steps = append(a.steps, s)
 	return s
 }
@@ -119,7 +155,7 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 		a.releaseFailed(s, h, d.err)
 		if s.next != nil && mayHaveRun(d.err) {
 			// The waiter may hold it now without knowing: undo, then retry.
-			a.undo(s.next.owner, s.next.write(), 1)
+			a.giveBack(s.next.owner, s.next.write(), 1, 1, s.next.leaseOr(a.env.Watchdog))
 			a.headReady = true
 		}
 		return
@@ -146,7 +182,7 @@ func (a *lockActor) releasedTo(ctx actor.Context, s *releaseStep, d *stepDone) {
 	next := s.next
 	switch {
 	case s.handed.Acquired && next.answered:
-		a.undo(next.owner, next.write(), s.handed.HoldCount)
+		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, next.leaseOr(a.env.Watchdog))
 		a.headReady = true
 	case s.handed.Acquired && a.env.unsynced(s.acked):
 		a.unconfirmed(ctx, next, s.handed, s.acked)
@@ -173,6 +209,7 @@ func (a *lockActor) stillHeld(ctx actor.Context, h *hold, s *releaseStep) int64 
 		a.headReady = true
 	}
 	a.syncRenewal(h)
+	a.armValidity() // a read release may have brought it forward
 	if len(h.grants) == 0 {
 		a.dropHold(ctx, h)
 		a.headReady = true
@@ -215,21 +252,38 @@ func (a *lockActor) afterPublicRelease(heard int64) {
 const yieldWindow = 2 * time.Millisecond
 
 // releaseFailed: Redis did not answer, so the hold may still be there. The
-// grant goes back into the hold, so Done() keeps its meaning and a retried
-// Unlock (same request id, de-duplicated by the latch) can finish the job.
+// grant goes back into the hold, so Done() keeps its meaning and the hold
+// stays renewed, and the actor tries the release again itself (same
+// request id, judged by what the first attempt expected: see
+// grant.unlocking) until Redis answers or the hold ends: the caller may
+// have stopped waiting (its ctx ended), or be gone (a MultiLock round that
+// failed), and a release asked for must complete. An Unlock called again
+// meanwhile joins it. Until it is settled, nothing grants to the owner (a
+// re-entry would move the fencing counter the retry judges by).
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
-	if s.grant != nil && h != nil {
-		// A copy: pointing into s would keep the finished step (its reply,
-		// span and hand-off target) alive as long as the grant.
-		basis := s.basis
-		s.grant.unlocking = &basis
-		h.grants = append(h.grants, s.grant)
-		if s.grant.watchdog {
-			h.watchdogs++
-		}
-		a.syncRenewal(h)
-	}
 	s.answer(ReleaseResult{Err: fmt.Errorf("actorlock: unlock %q: %w", a.key.Name, err)})
+	s.replies = nil
+	if s.grant == nil || h == nil || s.grant.over {
+		return
+	}
+	// A copy: pointing into s would keep the step's basis changing with it.
+	basis := s.basis
+	s.grant.unlocking = &basis
+	h.grants = append(h.grants, s.grant)
+	if s.grant.watchdog {
+		h.watchdogs++
+	}
+	a.syncRenewal(h)
+	if mutant.On(4) {
+		s.grant.release = nil // left for the caller to retry, if any
+		return
+	}
+	s.fresh, s.retrying = false, true
+	s.tries++
+	if s.settling = !mutant.On(3); s.settling {
+		a.settle(s.owner)
+	}
+	a.runLater(min(50*time.Millisecond<<s.tries, time.Second), s)
 }
 
 func (a *lockActor) forced(ctx actor.Context, s *forceStep, err error) {

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -83,6 +84,13 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 		return true
 	}
 	h.count = max(h.count-n, 0)
+	h.reads = h.reads[:min(int64(len(h.reads)), h.count)]
+	if h.writes == 0 && h.watchdogs == 0 && len(h.reads) > 0 {
+		// In read mode the script set the lock's expiry to the longest
+		// read-hold key left (of any owner: ours are a lower bound), and
+		// nothing renews ours: the hold is valid as long as they are.
+		h.validUntil = slices.Max(h.reads)
+	}
 	return false
 }
 

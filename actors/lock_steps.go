@@ -2,11 +2,13 @@ package actors
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -89,7 +91,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	if r.answered {
 		return nil
 	}
-	if a.givingBackFor(r.owner) {
+	if a.settlingFor(r.owner) {
 		a.parked = append(a.parked, s)
 		return nil
 	}
@@ -110,11 +112,18 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		write: r.write(), enqueue: !r.tryOnce, wait: a.env.FairWait,
 	}
 	env, fam, seen, span := a.env, a.fam, s.seen, r.span()
+	// An owner id this runtime made is used by nobody else, so its count
+	// in Redis beyond the one seen here can only be this request's own
+	// doing: every attempt then tells the script the count seen, so that
+	// an earlier attempt reaching Redis after its retry (a connection
+	// whose bytes were still on their way when its reply timed out) cannot
+	// count the hold twice. An id given by the caller (WithOwner) may be
+	// shared with a Redisson thread whose holds count too: only a
+	// re-attempt after an unknown outcome tells the count then.
+	own := strings.HasPrefix(r.owner, a.env.RuntimeID+":")
 	return func(ctx context.Context, retry bool) (err error) {
 		ctx = withSpan(ctx, span)
-		// A re-attempt tells the script the count seen, so the hold is
-		// not counted twice.
-		if retry {
+		if retry || own {
 			args.Seen = seen
 		}
 		rdb, ack := env.scriptClient()
@@ -139,32 +148,63 @@ type releaseStep struct {
 	requestID string // unlock latch id
 	fresh     bool   // no earlier release with requestID was sent (UnlockArgs.Fresh)
 	basis     releaseBasis
-	reply     func(ReleaseResult)
-	span      trace.SpanContext // the Go caller's span, for its script call
-	next      *request          // the waiter the lock is handed to, if any
+	replies   []func(ReleaseResult) // the Unlock calls waiting for its outcome
+	span      trace.SpanContext     // the Go caller's span, for its script call
+	next      *request              // the waiter the lock is handed to, if any
+	retrying  bool                  // tried again by the actor after a failure (releaseFailed)
+	settling  bool                  // its owner's work is unsettled until this retry ends
+	tries     uint8                 // failed attempts so far
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
 	acked  int64
 }
 
+// join adds an Unlock call to those told the outcome.
+func (s *releaseStep) join(reply func(ReleaseResult)) {
+	if reply != nil {
+		s.replies = append(s.replies, reply)
+	}
+}
+
 func (s *releaseStep) answer(res ReleaseResult) {
-	if s.reply != nil {
-		s.reply(res)
+	for _, reply := range s.replies {
+		reply(res)
 	}
 }
 
 func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	h := a.holds.get(s.owner)
-	if h == nil && s.grant != nil {
-		s.answer(ReleaseResult{Err: lostError("the hold ended before this unlock")})
-		return nil
+	if g := s.grant; g != nil {
+		if g.over || h == nil || (s.retrying && h.take(func(x *grant) bool { return x == g }) == nil) {
+			// The hold ended (lost, closed) before this release ran: a hold
+			// of the same owner granted since is not this one to release.
+			a.retried(s)
+			s.answer(ReleaseResult{Err: lostError("the hold ended before this unlock")})
+			return nil
+		}
+		if s.retrying && g.watchdog {
+			// Back out of the hold again (queueRelease).
+			h.watchdogs--
+			a.syncRenewal(h)
+		}
 	}
 	s.next = a.releaseTarget(h, s)
 	if s.next != nil {
 		s.next.inflight = true
 	}
 	return s.call(a)
+}
+
+// retried ends the actor's own retry of s, if it was one.
+func (a *lockActor) retried(s *releaseStep) {
+	if s.retrying {
+		s.retrying = false
+		if s.settling {
+			s.settling = false
+			a.settled(s.owner)
+		}
+	}
 }
 
 // call is the release's script (also run by stop, with nobody to answer).
@@ -204,6 +244,7 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	if s.next != nil {
 		s.next.inflight = false
 	}
+	a.retried(s)
 	a.released(ctx, s, d)
 }
 
@@ -213,12 +254,14 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 //
 // Not for a retry of a release that failed: its first attempt may have
 // released the lock writing no latch, which only UnlockLock's retry tells.
+//
+// Not to a waiter whose owner's Redis work is unsettled (giveback.go).
 func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
 	if s.grant == nil || s.again() || h == nil || h.count != 1 || a.queue.waiting() == 0 {
 		return nil
 	}
 	next := a.front()
-	if next.inflight || next.owner == s.owner || !a.fam.handsTo(a, next) {
+	if next.inflight || next.owner == s.owner || !a.fam.handsTo(a, next) || (a.settlingFor(next.owner) && !mutant.On(1)) {
 		return nil
 	}
 	return next
@@ -227,13 +270,13 @@ func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
 // ---- undo ------------------------------------------------------------------
 
 // undoStep gives back holds of owner that nobody may use, only while Redis
-// counts exactly ifCount of them, so a newer hold is never touched.
+// counts exactly ifCount of them, so a newer hold is never touched
+// (giveback.go). Its owner's work stays unsettled until it is done.
 type undoStep struct {
 	owner     string
 	write     bool
 	holds     int64 // 0 means 1
 	ifCount   int64
-	giveBack  bool // of a hold nobody may use (giveback.go)
 	requestID string
 	giveUpAt  time.Time
 
@@ -260,23 +303,10 @@ func (s *undoStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 	if d.err != nil && a.retryLater(s, s.giveUpAt) {
 		return
 	}
-	if s.giveBack {
-		a.gaveBack(s.owner)
-	}
+	a.settled(s.owner)
 	if d.err == nil && s.unlock.State == scripts.Released {
 		a.headReady = true
 	}
-}
-
-// undo gives back a hold of owner taken by an attempt whose caller is gone
-// or whose outcome is unknown, but only while the owner's count is ifCount,
-// so a newer hold is never touched. It runs before anything else.
-func (a *lockActor) undo(owner string, write bool, ifCount int64) {
-	a.first(&undoStep{
-		owner: owner, write: write, ifCount: ifCount,
-		requestID: a.env.NewRequestID(),
-		giveUpAt:  time.Now().Add(a.env.Watchdog + a.env.CallTimeout),
-	})
 }
 
 // ---- leave (fair lock) -------------------------------------------------------

@@ -31,6 +31,7 @@ type renewRegister struct {
 // renewCancel stops renewing registration Gen.
 type renewCancel struct {
 	Name  string
+	Kind  messages.Kind
 	Owner string
 	Gen   uint64
 }
@@ -90,12 +91,16 @@ const renewChunk = 10
 // chunk is in Redis.
 const renewParts = 2
 
-type renewKey struct{ name, owner string }
+// renewKey is a hold's registration: one per owner of a lock actor's key
+// (the kind too: an owner id may hold a name under two kinds, WithOwner).
+type renewKey struct {
+	name, owner string
+	kind        messages.Kind
+}
 
 type renewEntry struct {
 	renewKey
 	gen   uint64
-	kind  messages.Kind
 	rw    bool
 	reads int64
 	// In renewal.order.
@@ -158,16 +163,16 @@ func (r *renewal) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		r.stopTicker()
 	case *renewRegister:
-		k := renewKey{m.Name, m.Owner}
+		k := renewKey{m.Name, m.Owner, m.Kind}
 		if old := r.entries[k]; old != nil {
 			r.order.remove(old)
 		}
-		e := &renewEntry{renewKey: k, gen: m.Gen, kind: m.Kind, rw: m.RW, reads: m.Reads}
+		e := &renewEntry{renewKey: k, gen: m.Gen, rw: m.RW, reads: m.Reads}
 		r.entries[k] = e
 		r.order.pushBack(e)
 		r.syncTicker(ctx)
 	case *renewCancel:
-		k := renewKey{m.Name, m.Owner}
+		k := renewKey{m.Name, m.Owner, m.Kind}
 		if e := r.entries[k]; e != nil && e.gen == m.Gen {
 			delete(r.entries, k)
 			r.order.remove(e)

@@ -35,6 +35,13 @@ const (
 	maxDuration = 10 * 365 * 24 * time.Hour
 )
 
+// MinLease is the shortest lease a lock may be asked for (LeaseTime,
+// lease_ms, Extend, the watchdog's). A lease shorter than the drift
+// allowance plus a round trip to Redis expires before its grant's reply can
+// arrive: every grant would come back too late, be given back and be tried
+// again, a loop of scripts that never holds the lock.
+const MinLease = 10 * time.Millisecond
+
 // checkBounds reports why m cannot be served as it is: a field this
 // runtime does not know (it could change the meaning of the request, say a
 // newer ownership rule, which would be silently ignored), a string or bytes
@@ -147,6 +154,8 @@ func validateAcquire(m *messages.AcquireRequest, sender *actor.PID) error {
 		return fmt.Errorf("%w: negative wait_ms %d", ErrInvalidArgument, m.WaitMs)
 	case m.LeaseMs < 0:
 		return fmt.Errorf("%w: negative lease_ms %d", ErrInvalidArgument, m.LeaseMs)
+	case m.LeaseMs > 0 && time.Duration(m.LeaseMs)*time.Millisecond < MinLease:
+		return fmt.Errorf("%w: lease_ms %d is under %v", ErrInvalidArgument, m.LeaseMs, MinLease)
 	case m.WaitIndefinitely && m.WaitMs != 0:
 		return fmt.Errorf("%w: wait_indefinitely with wait_ms %d", ErrInvalidArgument, m.WaitMs)
 	//lint:ignore SA1019 the deprecated field is refused, not used

@@ -99,7 +99,7 @@ func FuzzRequests(f *testing.F) {
 			// Answered through the wait it cancels, if any: check the
 			// runtime still answers instead.
 			sys.Root.Send(rt.PID(), m)
-			m = &messages.AcquireRequest{Name: "fuzz:alive", Kind: messages.Kind_KIND_LOCK, RequestId: "alive", LeaseMs: 1}
+			m = &messages.AcquireRequest{Name: "fuzz:alive", Kind: messages.Kind_KIND_LOCK, RequestId: "alive", LeaseMs: 1000}
 		}
 		res, err := sys.Root.RequestFuture(rt.PID(), m, 5*time.Second).Result()
 		require.NoError(t, err, "no answer to %v", m)

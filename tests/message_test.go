@@ -233,6 +233,7 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 		{RequestId: "13", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: strings.Repeat("g", 32)},
 		{RequestId: "14", Name: "x", Kind: messages.Kind_KIND_LOCK, LeaseMs: 1 << 62},
 		{RequestId: "15", Name: "x", Kind: messages.Kind_KIND_LOCK, WaitMs: 1 << 62},
+		{RequestId: "16", Name: "x", Kind: messages.Kind_KIND_LOCK, LeaseMs: 5}, // under MinLease
 		{RequestId: strings.Repeat("i", 257), Name: "x", Kind: messages.Kind_KIND_LOCK},
 	} {
 		p.send(sys, rt.PID(), req)

@@ -1,0 +1,425 @@
+package tests
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlock/actorlock"
+)
+
+// Regression tests of the lock runtime's bookkeeping of holds, grants,
+// give-backs and retries, each in the interleaving that once broke it. A
+// RESP proxy (resp_proxy_test.go) puts each fault on the command it is
+// aimed at, so none depends on a race going the right way.
+
+// proxied is a Redis, a runtime that reaches it through a RESP proxy, and a
+// direct client. The lock scripts are loaded already, so that a rule aimed
+// at a script call meets the call itself, not a NOSCRIPT answer.
+func proxied(t *testing.T, opts ...actorlock.Option) (*respProxy, *redis.Client, *actorlock.Runtime) {
+	t.Helper()
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	direct := client(t, srv.Addr)
+	rt := newRuntime(t, client(t, p.Addr()), opts...)
+	warmScripts(t, rt)
+	return p, direct, rt
+}
+
+// warmScripts runs each lock kind's acquire and unlock once.
+func warmScripts(t *testing.T, rt *actorlock.Runtime) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	rw := rt.ReadWriteLock("warm:rw")
+	for _, l := range []*actorlock.Lock{rt.Lock("warm:lock"), rt.FairLock("warm:fair"), rw.ReadLocker(), rw.WriteLocker()} {
+		h, err := l.Acquire(ctx)
+		require.NoError(t, err)
+		require.NoError(t, h.Unlock(ctx))
+	}
+}
+
+// ownerIn is the argument of c that is an owner id of rt, "" if none.
+func ownerIn(c respCommand, rt *actorlock.Runtime) string {
+	for _, a := range c[1:] {
+		if strings.HasPrefix(a, rt.ID()+":") {
+			return a
+		}
+	}
+	return ""
+}
+
+// isRelease reports whether c is a release script of lock name (it names
+// an unlock latch) by owner; undo: a compare-and-release (a give-back),
+// else a plain one. A hand-off names its releasing owner first too.
+func isRelease(c respCommand, name, owner string, undo bool) bool {
+	keys, argv, ok := c.script()
+	if !ok || keys[0] != name || len(argv) < 5 || argv[0] != owner {
+		return false
+	}
+	for _, k := range keys {
+		if strings.HasPrefix(k, "redisson_unlock_latch:") {
+			return (argv[4] != "") == undo
+		}
+	}
+	return false
+}
+
+func (p *respProxy) stop(r *proxyRule) {
+	p.mu.Lock()
+	r.times = 0
+	p.mu.Unlock()
+}
+
+type gotHold struct {
+	h   *actorlock.Held
+	err error
+}
+
+func acquireAsync(ctx context.Context, l *actorlock.Lock, opts ...actorlock.AcquireOption) <-chan gotHold {
+	out := make(chan gotHold, 1)
+	go func() {
+		h, err := l.Acquire(ctx, opts...)
+		out <- gotHold{h, err}
+	}()
+	return out
+}
+
+func await[T any](t *testing.T, ch <-chan T, within time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(within):
+		t.Fatalf("%s: nothing within %v", what, within)
+	}
+	var zero T
+	return zero
+}
+
+// Defect 1: a grant that came back after its lease is given back with a
+// compare-and-release while Redis still counts 1. If that give-back's
+// replies are lost (it is retried) and meanwhile another local owner takes
+// and releases the lock, the release must not hand the lock to the owner
+// being given back: the give-back's retry would find count 1 again and
+// delete the new hold, leaving two holders (ours, which believes it holds,
+// and whoever takes the freed key). The fair lock: the waiter whose first
+// attempt was that late grant never had a place in the Redis queue; it
+// must take one and be granted, not wait out its wait time.
+func TestNoGrantToAnOwnerWhileItsGiveBackIsOut(t *testing.T) {
+	t.Parallel()
+	for _, fair := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lock", true: "fair"}[fair], func(t *testing.T) {
+			t.Parallel()
+			p, direct, rt := proxied(t)
+			other := newRuntime(t, direct)
+			ctx := ctxFor(t, 60*time.Second)
+			name := "gb:" + t.Name()
+			lock := func(r *actorlock.Runtime) *actorlock.Lock {
+				if fair {
+					return r.FairLock(name)
+				}
+				return r.Lock(name)
+			}
+			const lease = 2 * time.Second
+			late := p.on(1, delayReply, lease+600*time.Millisecond, func(c respCommand) bool {
+				return c.scriptOn(name, "2000") && ownerIn(c, rt) != ""
+			})
+			o2 := acquireAsync(ctx, lock(rt), actorlock.LeaseTime(lease), actorlock.WaitTime(20*time.Second))
+			owner2 := ownerIn(await(t, late.hits, 10*time.Second, "O2's attempt"), rt)
+			undo := p.on(1000, dropReply, 0, func(c respCommand) bool { return isRelease(c, name, owner2, true) })
+			await(t, undo.hits, 10*time.Second, "the give-back of O2's late grant")
+
+			// Another local owner takes the lock and releases it while the
+			// give-back is being retried.
+			o1, err := lock(rt).TryAcquire(ctx)
+			require.NoError(t, err)
+			require.NoError(t, o1.Unlock(ctx))
+			p.stop(undo)
+
+			got := await(t, o2, 15*time.Second, "O2's Acquire")
+			require.NoError(t, got.err)
+			require.Equal(t, owner2, got.h.Owner())
+			// A give-back retry still out would run within 100 ms: let it.
+			time.Sleep(500 * time.Millisecond)
+			require.NoError(t, got.h.Err(), "O2 holds, by its own account")
+			assert.Equal(t, map[string]string{owner2: "1"}, direct.HGetAll(ctx, name).Val(), "and in Redis")
+			_, err = lock(other).TryAcquire(ctx)
+			require.ErrorIs(t, err, actorlock.ErrNotAcquired, "nobody else gets it meanwhile")
+			require.NoError(t, got.h.Unlock(ctx))
+		})
+	}
+}
+
+// Defect 2: a re-entry whose owner's hold was deleted in Redis (before the
+// watchdog noticed) takes the lock afresh; the old hold is lost, and must
+// say so, instead of being merged with the new acquisition and never ending.
+func TestReentryFindingTheLockGoneEndsTheOldHold(t *testing.T) {
+	t.Parallel()
+	for _, fair := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lock", true: "fair"}[fair], func(t *testing.T) {
+			t.Parallel()
+			_, rdb, rt := setup(t)
+			ctx := ctxFor(t, 30*time.Second)
+			name := "gone:" + t.Name()
+			l := rt.Lock(name)
+			if fair {
+				l = rt.FairLock(name)
+			}
+			h1, err := l.Acquire(ctx)
+			require.NoError(t, err)
+			require.NoError(t, rdb.Del(ctx, name).Err(), "another client deletes the lock")
+
+			// The re-entry takes the free lock afresh. Its ctx descends from
+			// h1's, which ends as lost now: Acquire then returns that (and
+			// gives the grant back), unless the grant reached it first.
+			h2, err := l.Acquire(h1.Context())
+			select {
+			case <-h1.Done():
+			case <-time.After(5 * time.Second):
+				t.Fatal("the old hold's Done did not close")
+			}
+			require.ErrorIs(t, h1.Err(), actorlock.ErrLost)
+			if err != nil {
+				require.ErrorIs(t, err, actorlock.ErrLost)
+			} else {
+				require.NoError(t, h2.Err(), "a fresh hold")
+				assert.Equal(t, map[string]string{h2.Owner(): "1"}, rdb.HGetAll(ctx, name).Val(), "counting 1")
+				require.NoError(t, h2.Unlock(ctx))
+			}
+			require.Eventually(t, func() bool { return rdb.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
+				"nothing is left held")
+			assert.Empty(t, rt.Held(), "nothing is listed as held")
+		})
+	}
+}
+
+// Defect 3: an Unlock whose script never ran (the connection broke before
+// it was sent) fails; the owner re-enters; the failed release must still
+// release what it was for, not mistake the re-entry's newer fencing token
+// for a sign that it ran. The runtime retries the release itself, and the
+// re-entry waits for that: the lock ends free after both Unlocks.
+func TestRetriedUnlockIsNotMisjudgedAfterAReentry(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := proxied(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "reunlock"
+	l := rt.Lock(name, actorlock.WithOwner("owner-o")) // re-enters whatever the ctx
+	h1, err := l.Acquire(ctx)
+	require.NoError(t, err)
+	refused := p.on(4, refuse, 0, func(c respCommand) bool { return isRelease(c, name, h1.Owner(), false) })
+	err = h1.Unlock(ctx)
+	require.Error(t, err, "every try of the release was refused")
+	require.Len(t, refused.hits, 4)
+
+	h2, err := l.Acquire(ctx, actorlock.WaitTime(10*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, h1.Unlock(ctx), "the retried Unlock succeeds")
+	require.NoError(t, h2.Unlock(ctx))
+	assert.Zero(t, direct.Exists(ctx, name).Val(), "nothing is left held")
+}
+
+// Defect 4: what the library takes on a caller's behalf and then abandons
+// (a MultiLock round that failed) is released until Redis confirms it,
+// never left renewed with no owner; and a GroupHeld.Unlock that failed for
+// a member can be called again, and finishes the job.
+func TestAbandonedReleaseIsCarriedThrough(t *testing.T) {
+	t.Parallel()
+	t.Run("failed MultiLock round", func(t *testing.T) {
+		t.Parallel()
+		p, direct, rt := proxied(t, actorlock.WithWatchdog(3*time.Second))
+		other := newRuntime(t, direct)
+		ctx := ctxFor(t, 30*time.Second)
+		held, err := other.Lock("ml:b").Acquire(ctx)
+		require.NoError(t, err)
+		refused := p.on(4, refuse, 0, func(c respCommand) bool {
+			keys, argv, ok := c.script()
+			return ok && keys[0] == "ml:a" && len(keys) == 3 && argv[4] == ""
+		})
+		_, err = actorlock.MultiLock(rt.Lock("ml:a"), rt.Lock("ml:b")).TryAcquire(ctx)
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		require.Len(t, refused.hits, 4, "the release of the member taken failed")
+		require.Eventually(t, func() bool { return direct.Exists(ctx, "ml:a").Val() == 0 }, 3*time.Second, 10*time.Millisecond,
+			"the member is released within a lease, not renewed")
+		time.Sleep(time.Second)
+		assert.Zero(t, direct.Exists(ctx, "ml:a").Val(), "and stays free")
+		require.NoError(t, held.Unlock(ctx))
+	})
+	t.Run("GroupHeld.Unlock again", func(t *testing.T) {
+		t.Parallel()
+		p, direct, rt := proxied(t)
+		ctx := ctxFor(t, 30*time.Second)
+		g, err := actorlock.MultiLock(rt.Lock("gh:a"), rt.Lock("gh:b")).Acquire(ctx)
+		require.NoError(t, err)
+		a := g.Members()[0]
+		p.on(4, refuse, 0, func(c respCommand) bool { return isRelease(c, a.Name(), a.Owner(), false) })
+		require.Error(t, g.Unlock(ctx), "member a's release failed")
+		require.NoError(t, g.Unlock(ctx), "a second Unlock finishes it")
+		assert.Zero(t, direct.Exists(ctx, "gh:a", "gh:b").Val())
+		require.ErrorIs(t, g.Unlock(ctx), actorlock.ErrUnlocked)
+	})
+}
+
+// Defect 5: Unlock called again while the first one's release is in
+// flight (the first returned its ctx's error) waits for that release and
+// reports its outcome; and a release whose caller stopped waiting still
+// completes when it fails at first.
+func TestUnlockAgainJoinsTheReleaseUnderWay(t *testing.T) {
+	t.Parallel()
+	t.Run("in flight", func(t *testing.T) {
+		t.Parallel()
+		p, direct, rt := proxied(t)
+		ctx := ctxFor(t, 30*time.Second)
+		h, err := rt.Lock("join").Acquire(ctx)
+		require.NoError(t, err)
+		slow := p.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, "join", h.Owner(), false) })
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, h.Unlock(short), context.DeadlineExceeded)
+		require.Len(t, slow.hits, 1, "the release is in flight")
+		require.NoError(t, h.Unlock(ctx), "the second Unlock reports the release's outcome")
+		require.ErrorIs(t, h.Err(), actorlock.ErrUnlocked)
+		assert.Zero(t, direct.Exists(ctx, "join").Val())
+	})
+	t.Run("failed, nobody waiting", func(t *testing.T) {
+		t.Parallel()
+		p, direct, rt := proxied(t, actorlock.WithWatchdog(3*time.Second))
+		ctx := ctxFor(t, 30*time.Second)
+		h, err := rt.Lock("orphan").Acquire(ctx)
+		require.NoError(t, err)
+		p.on(4, refuse, 0, func(c respCommand) bool { return isRelease(c, "orphan", h.Owner(), false) })
+		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		require.Error(t, h.Unlock(short))
+		require.Eventually(t, func() bool { return direct.Exists(ctx, "orphan").Val() == 0 }, 3*time.Second, 10*time.Millisecond,
+			"the release completes without the caller")
+		select {
+		case <-h.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the hold did not end")
+		}
+		require.ErrorIs(t, h.Err(), actorlock.ErrUnlocked)
+		require.NoError(t, h.Unlock(ctx), "and an Unlock now reports it done")
+	})
+}
+
+// Defect 6: a fair re-entry (WithOwner) whose hold was deleted joins the
+// Redis queue at the back; locally it must wait behind the waiters that
+// joined before it, so that the real head of the queue is the one that
+// contends, instead of waiting out its wait time while the lock is free.
+func TestFairReentryThatLostItsHoldQueuesBehindTheHead(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-requeue"
+	x := rt.FairLock(name, actorlock.WithOwner("owner-x"))
+	hx, err := x.Acquire(ctx)
+	require.NoError(t, err)
+	w := acquireAsync(ctx, rt.FairLock(name), actorlock.WaitTime(5*time.Second))
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, "redisson_lock_queue:{"+name+"}").Val() == 1 },
+		5*time.Second, 5*time.Millisecond, "the waiter joins the Redis queue")
+	require.NoError(t, rdb.Del(ctx, name).Err(), "another client deletes the lock")
+
+	start := time.Now()
+	rx := acquireAsync(ctx, x, actorlock.WaitTime(10*time.Second))
+	got := await(t, w, 8*time.Second, "the waiter")
+	require.NoError(t, got.err, "the head of the queue gets the free lock")
+	assert.Less(t, time.Since(start), 2*time.Second, "promptly, not at the end of its wait")
+	require.ErrorIs(t, hx.Err(), actorlock.ErrLost)
+	require.NoError(t, got.h.Unlock(ctx))
+	gx := await(t, rx, 8*time.Second, "the re-entry")
+	require.NoError(t, gx.err, "then the re-entry, behind it")
+	require.NoError(t, gx.h.Unlock(ctx))
+}
+
+// Defect 7: a lease too short to outlast its own grant's reply is refused
+// at the call (it looped grant, give-back, grant), as the watchdog's is.
+func TestTinyLeaseIsRefused(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	for _, d := range []time.Duration{time.Microsecond, 9 * time.Millisecond} {
+		_, err := rt.Lock("tiny").Acquire(ctx, actorlock.LeaseTime(d))
+		require.ErrorIs(t, err, actorlock.ErrInvalidArgument, "LeaseTime(%v)", d)
+		_, err = rt.FairLock("tiny-fair").TryAcquire(ctx, actorlock.LeaseTime(d))
+		require.ErrorIs(t, err, actorlock.ErrInvalidArgument, "LeaseTime(%v)", d)
+	}
+	h, err := rt.Lock("tiny").Acquire(ctx, actorlock.LeaseTime(time.Second))
+	require.NoError(t, err, "a lease of a second is fine")
+	require.ErrorIs(t, h.Extend(ctx, 5*time.Millisecond), actorlock.ErrInvalidArgument)
+	require.NoError(t, h.Unlock(ctx))
+	assert.Zero(t, rdb.Exists(ctx, "tiny").Val())
+
+	// lease_ms 5 by message: TestInvalidMessagesGetErrorResponses.
+}
+
+// The slow path: an acquire whose reply timed out is retried on another
+// connection while the first attempt is still on its way; when the first
+// reaches Redis after the retry, it must not count the hold twice.
+func TestLateFirstAttemptDoesNotCountTwice(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	direct := client(t, srv.Addr)
+	impatient := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = impatient.Close() })
+	rt := newRuntime(t, impatient)
+	warmScripts(t, rt)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "twice"
+	held := p.on(1, holdCommand, time.Second, func(c respCommand) bool { return c.scriptOn(name) && ownerIn(c, rt) != "" })
+	h, err := rt.Lock(name).Acquire(ctx)
+	require.NoError(t, err, "the retry took the lock")
+	await(t, held.hits, 5*time.Second, "the first attempt")
+	time.Sleep(1500 * time.Millisecond) // the first attempt reaches Redis
+	assert.Equal(t, map[string]string{h.Owner(): "1"}, direct.HGetAll(ctx, name).Val(), "counted once")
+	require.NoError(t, h.Unlock(ctx))
+	assert.Zero(t, direct.Exists(ctx, name).Val(), "one Unlock frees it")
+}
+
+// A read hold is valid as long as the read-hold key that keeps the lock
+// alive: once a later read of the same owner (with a longer life) is
+// released, Redis keeps the lock only as long as the first read's key, and
+// Done must close before Redis can let a writer in (Redisson's own scenario:
+// read 4 s, read 4 s at +3 s, unlock the second: the lock expires at +4 s).
+func TestReadHoldValidityFollowsTheKeysLeft(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	other := newRuntime(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "rw-validity"
+	rw := rt.ReadWriteLock(name, actorlock.WithOwner("reader")) // one owner, as one Redisson thread
+	r1, err := rw.ReadLocker().Acquire(ctx, actorlock.LeaseTime(4*time.Second))
+	require.NoError(t, err)
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	r2, err := rw.ReadLocker().Acquire(ctx, actorlock.LeaseTime(4*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, r2.Unlock(ctx))
+	pttl := rdb.PTTL(ctx, name).Val()
+	require.Less(t, pttl, 2500*time.Millisecond, "Redis keeps the lock as long as the first read's key")
+
+	w := acquireAsync(ctx, other.ReadWriteLock(name).WriteLocker(), actorlock.WaitTime(10*time.Second))
+	select {
+	case <-r1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first read's Done did not close")
+	}
+	lostAt := time.Since(start)
+	require.ErrorIs(t, r1.Err(), actorlock.ErrLost)
+	got := await(t, w, 10*time.Second, "the writer")
+	require.NoError(t, got.err)
+	grantedAt := time.Since(start)
+	assert.Less(t, lostAt, grantedAt, "Done closed before the writer got the lock")
+	assert.Less(t, lostAt, 4*time.Second, "within the first read's lease")
+	require.NoError(t, got.h.Unlock(ctx))
+
+	// The owner reads no more: its write attempt is not an upgrade.
+	wh, err := rw.WriteLocker().Acquire(ctx, actorlock.WaitTime(5*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, wh.Unlock(ctx))
+}
