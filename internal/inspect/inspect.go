@@ -1,9 +1,9 @@
 // Package inspect reads actorlock's objects, which are Redisson's, from the
-// way they are laid out in Redis (DESIGN.md §4): which kind an object is,
-// who holds it, for how long, who waits. It only reads; it is the one place
-// that knows the layout well enough to show it, for Lock.Holders and the
-// like and for cmd/actorlock. No compatibility promise: the root package
-// exports what users need.
+// way they are laid out in Redis (docs/design.md, "The Redis layout"):
+// which kind an object is, who holds it, for how long, who waits. It only
+// reads; it is the one place that knows the layout well enough to show it,
+// for Lock.Holders and the like and for cmd/actorlock. No compatibility
+// promise: the root package exports what users need.
 package inspect
 
 import (
