@@ -3,6 +3,7 @@ package tests
 import (
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -171,4 +172,26 @@ func TestDocumentsNamedInGoExist(t *testing.T) {
 		}
 	}
 	assert.Greater(t, refs, 10)
+}
+
+// go doc shows what the root package's errors say and what its constants
+// are worth, not the machinery they come from (issue 26).
+func TestGoDocShowsErrorTextsAndConstantValues(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "doc", "-all", "github.com/actorlock/actorlock")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	doc := string(out)
+	for _, want := range []string{
+		`ErrNotAcquired\s+error = sentinelError\("actorlock: lock not acquired"\)`,
+		`ErrLost\s+error = sentinelError\("actorlock: lock lost"\)`,
+		`var ErrPermitExpired error = sentinelError\("actorlock: permit expired"\)`,
+		`var ErrWrongKind error = sentinelError\("actorlock: another kind of object"\)`,
+		`const MaxPermitsPerCall = 1000`,
+	} {
+		assert.Regexp(t, want, doc)
+	}
+	assert.NotRegexp(t, `(?m)^\s*(var|const)?\s*\w+\s*(\w+\s*)?= (actors|inspect|scripts)\.`, doc,
+		"a declaration go doc shows refers to the machinery")
 }
