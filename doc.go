@@ -23,7 +23,7 @@
 // out while the process is paused, Redis can lose a lock in a failover (its
 // replication is asynchronous), and the network can fail. Stop work when
 // Done() closes, and pass Token() to the guarded resource so it can reject
-// the writes of a holder that lost the lock (see README.md).
+// the writes of a holder that lost the lock (see docs/guarantees.md).
 //
 // The primitives, with their Redisson counterparts:
 //

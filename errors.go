@@ -4,36 +4,41 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
+
+// sentinelError is the type of the sentinel errors: a string, so that the
+// errors the actors and internal/inspect return, declared with the same
+// text, are the same values (errors_internal_test.go checks each).
+type sentinelError = sentinel.Error
 
 // Sentinel errors; match them with errors.Is. Errors from Redis (connection
 // refused, timeouts) are returned wrapped, never disguised as one of these.
 var (
 	// ErrNotAcquired: the lock is held by another owner and the wait time
 	// (or the single attempt of TryAcquire) is over.
-	ErrNotAcquired = actors.ErrNotAcquired
+	ErrNotAcquired error = sentinelError("actorlock: lock not acquired")
 	// ErrNotOwner: the caller does not hold what it tried to release.
-	ErrNotOwner = actors.ErrNotOwner
+	ErrNotOwner error = sentinelError("actorlock: not the lock owner")
 	// ErrLost: a held lock was lost: its lease ran out before it could be
 	// renewed, or it was deleted or taken in Redis.
-	ErrLost = actors.ErrLost
+	ErrLost error = sentinelError("actorlock: lock lost")
 	// ErrClosed: the Runtime is closing or closed.
-	ErrClosed = actors.ErrClosed
+	ErrClosed error = sentinelError("actorlock: runtime closed")
 	// ErrInvalidArgument: empty or oversized names, negative durations, a
 	// nil client or context, and other malformed input.
-	ErrInvalidArgument = actors.ErrInvalidArgument
+	ErrInvalidArgument error = sentinelError("actorlock: invalid argument")
 	// ErrUnlocked: Unlock was already called successfully on this Held.
-	ErrUnlocked = actors.ErrUnlocked
+	ErrUnlocked error = sentinelError("actorlock: already unlocked")
 	// ErrUpgrade: the owner holds a read-write lock only for reading and
 	// asked for its write side, which would wait for itself forever. It
 	// comes with ErrNotAcquired: at once from TryAcquire and from Acquire
 	// without WaitTime, at the wait time otherwise.
-	ErrUpgrade = actors.ErrUpgrade
+	ErrUpgrade error = sentinelError("actorlock: a read holder cannot take the write lock (upgrade)")
 	// ErrReplicaSync: with WithReplicaSync, too few replicas confirmed an
 	// acquisition in time, every attempt; it comes with ErrNotAcquired and
 	// nothing stays held.
-	ErrReplicaSync = actors.ErrReplicaSync
+	ErrReplicaSync error = sentinelError("actorlock: too few replicas confirmed the lock")
 )
 
 // ctxError is ctx's error, carrying its cause too when one was given, so that

@@ -13,7 +13,7 @@ import (
 // ErrWrongKind: the name holds another kind of object than the handle's
 // (a read-write lock read through a Lock handle, a semaphore's STRING read
 // as a lock, ...), or something that is no actorlock/Redisson object.
-var ErrWrongKind = inspect.ErrWrongKind
+var ErrWrongKind error = sentinelError("actorlock: another kind of object")
 
 // LockInfo is who holds a lock, read from Redis: any owner, of this
 // runtime or another, Go or Java (Redisson).

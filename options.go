@@ -226,8 +226,8 @@ func WithShardedPubSub(on bool) Option {
 	return func(c *config) { c.shardedPubSub = &on }
 }
 
-// WithMeterProvider records the runtime's metrics (see the README's
-// "Observability": actorlock.acquire.duration, actorlock.held, ...) with
+// WithMeterProvider records the runtime's metrics (see
+// docs/observability.md: actorlock.acquire.duration, actorlock.held, ...) with
 // meters of mp. Default: none recorded (a no-op provider).
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(c *config) {

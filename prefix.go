@@ -13,8 +13,8 @@ package actorlock
 // key). The names of message-protocol requests (Runtime.PID) are mapped the
 // same way, so an actor and a Go caller naming "orders:42" meet the same
 // lock; a LockLost names the lock as its owner asked. Use it to share a Redis between
-// applications or tenants, and narrow the ACL user to the prefix (README,
-// "ACL"). Default: no prefix.
+// applications or tenants, and narrow the ACL user to the prefix
+// (docs/security.md, "ACL"). Default: no prefix.
 func WithKeyPrefix(prefix string) Option {
 	return func(c *config) {
 		if prefix == "" {

@@ -15,7 +15,7 @@ import (
 // each): it is held while a majority of them is (Redisson's RedissonRedLock,
 // after Redis's Redlock algorithm). It survives the loss of a minority of
 // masters; its guarantees are no better than the masters' clocks and pauses
-// allow (see README.md), so use fencing tokens for the guarded resource.
+// allow (see docs/guarantees.md), so use fencing tokens for the guarded resource.
 type Red struct {
 	members []groupMember
 	err     error

@@ -99,8 +99,9 @@ func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
 type PermitExpirableSemaphore struct{ primitive }
 
 // MaxPermitsPerCall is the most permits one AcquirePermits, TryAcquirePermits
-// or Release handles: their ids travel in one script call.
-const MaxPermitsPerCall = actors.MaxPermitIDs
+// or Release handles: their ids travel in one script call. (The actors'
+// MaxPermitIDs is the same bound: errors_internal_test.go checks it.)
+const MaxPermitsPerCall = 1000
 
 // PermitExpirableSemaphore returns a handle on permit-expirable semaphore
 // name. A bad name is reported by the handle's methods as

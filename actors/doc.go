@@ -3,7 +3,7 @@
 // layout keeps it at the top level; it makes no compatibility promise and
 // exports only what package actorlock calls.
 //
-// A runtime's actors (see DESIGN.md, "Actor topology"): a supervisor
+// A runtime's actors (see docs/design.md, "The actors"): a supervisor
 // (supervisor.go) owning the pub/sub router (pubsub.go), the renewal
 // watchdog (renewal.go), the lock manager (manager.go), which spawns one lock
 // actor per lock name and kind (lock.go), and the primitives actor

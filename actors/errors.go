@@ -5,21 +5,23 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/messages"
 )
 
-// The sentinel errors of actorlock. Package actorlock re-exports them; they
-// live here so the actors can return them without an import cycle.
+// The sentinel errors of actorlock, as the actors return them. Package
+// actorlock declares them as constants (its errors.go, where they are
+// documented): the same type and text, so the same values for errors.Is.
 var (
-	ErrNotAcquired     = errors.New("actorlock: lock not acquired")
-	ErrNotOwner        = errors.New("actorlock: not the lock owner")
-	ErrLost            = errors.New("actorlock: lock lost")
-	ErrClosed          = errors.New("actorlock: runtime closed")
-	ErrInvalidArgument = errors.New("actorlock: invalid argument")
-	ErrUnlocked        = errors.New("actorlock: already unlocked")
-	ErrCanceled        = errors.New("actorlock: request cancelled")
-	ErrUpgrade         = errors.New("actorlock: a read holder cannot take the write lock (upgrade)")
-	ErrReplicaSync     = errors.New("actorlock: too few replicas confirmed the lock")
+	ErrNotAcquired     error = sentinel.Error("actorlock: lock not acquired")
+	ErrNotOwner        error = sentinel.Error("actorlock: not the lock owner")
+	ErrLost            error = sentinel.Error("actorlock: lock lost")
+	ErrClosed          error = sentinel.Error("actorlock: runtime closed")
+	ErrInvalidArgument error = sentinel.Error("actorlock: invalid argument")
+	ErrUnlocked        error = sentinel.Error("actorlock: already unlocked")
+	ErrCanceled        error = sentinel.Error("actorlock: request cancelled")
+	ErrUpgrade         error = sentinel.Error("actorlock: a read holder cannot take the write lock (upgrade)")
+	ErrReplicaSync     error = sentinel.Error("actorlock: too few replicas confirmed the lock")
 )
 
 func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }

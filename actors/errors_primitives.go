@@ -3,16 +3,17 @@ package actors
 import (
 	"errors"
 
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/messages"
 )
 
 // Sentinel errors of the queues, semaphores and latches; package actorlock
-// re-exports them.
+// declares the same constants.
 var (
 	// ErrPermitExpired: a permit of a permit-expirable semaphore was
 	// released or renewed after its lease ran out (it went back to the pool
 	// when it expired, or at this release), or it was not held at all.
-	ErrPermitExpired = errors.New("actorlock: permit expired")
+	ErrPermitExpired error = sentinel.Error("actorlock: permit expired")
 )
 
 // primitiveError maps an error of the primitives to the protocol: an expired

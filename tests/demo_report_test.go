@@ -155,6 +155,16 @@ func TestDemoReport(t *testing.T) {
 	}
 	assert.Equal(t, "PASS", doc.text("verdict"))
 
+	// The page explains its marks: every one is in the legend, and the
+	// stall after the kill is captioned with its cause and expected length.
+	for _, key := range []string{"grey lane: no critical section", "paler: a read section", "kill<", "lock held by a dead node<",
+		"section cut short by the kill<", "takeover of the leader lock<"} {
+		assert.True(t, bytes.Contains(raw, []byte("</svg>"+key)), "no legend entry %q", key)
+	}
+	stall := doc.text("stall")
+	assert.Contains(t, stall, "until their lease runs out")
+	assert.Contains(t, stall, "fair-wait timeout")
+
 	legend := map[int]color.RGBA{}
 	for _, r := range doc.all("rect", "") {
 		if n, ok := r.attr["data-legend-node"]; ok {
@@ -196,6 +206,20 @@ func TestDemoReport(t *testing.T) {
 	// The victim's hold of the leader lock spans half the timeline, in its
 	// node's colour (~9,000 pixels); the legend swatches are ~250.
 	assert.Greater(t, perNode[victim], 4000, "pixels painted in the victim's colour")
+
+	// Every panel fits a 1400 px window: a copy of the page with a probe
+	// script records, where Chromium's dump of the DOM shows it, the panels
+	// wider than their box (which would scroll sideways).
+	probe := filepath.Join(dir, "probe.html")
+	script := `<script>document.body.setAttribute("data-overflow", Array.from(document.querySelectorAll("section"))` +
+		`.filter(s => s.scrollWidth > s.clientWidth).map(s => s.querySelector("h2").textContent).join("|") || "none")</script></body>`
+	require.NoError(t, os.WriteFile(probe, bytes.Replace(raw, []byte("</body>"), []byte(script), 1), 0o644))
+	dom, err = exec.CommandContext(ctx, browser, "--headless", "--disable-gpu", "--no-sandbox", "--user-data-dir="+profile,
+		"--window-size=1400,1000", "--dump-dom", "file://"+probe).Output()
+	require.NoError(t, err, "chromium --dump-dom of the probe")
+	overflow := parseHTMLPage(t, dom).first("body", "")
+	require.NotNil(t, overflow)
+	assert.Equal(t, "none", overflow.attr["data-overflow"], "panels that scroll sideways at 1400 px")
 }
 
 // reportSummary is what this test reads of the SUMMARY line.

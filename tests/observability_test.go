@@ -167,8 +167,8 @@ func waitFairQueued(t *testing.T, ctx context.Context, l *actorlock.Lock, n int)
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
-// The instruments count what happened, with the attributes the README
-// documents: acquisitions by kind and outcome, holds up then down to 0,
+// The instruments count what happened, with the attributes
+// docs/observability.md documents: acquisitions by kind and outcome, holds up then down to 0,
 // hand-offs local and remote, a loss by DEL, the scripts called.
 func TestMetricsCountAcquisitionsHoldsHandoffsAndLosses(t *testing.T) {
 	t.Parallel()

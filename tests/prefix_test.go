@@ -14,7 +14,7 @@ import (
 	"github.com/actorlock/actorlock/messages"
 )
 
-// README.md's prefix-narrowed ACL user runs every primitive when the code
+// docs/security.md's prefix-narrowed ACL user runs every primitive when the code
 // names objects without the prefix and the runtime adds it
 // (WithKeyPrefix); a runtime without the prefix is refused.
 func TestKeyPrefixWithTheNarrowedACLUser(t *testing.T) {

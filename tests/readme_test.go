@@ -16,11 +16,18 @@ import (
 // readmeBlock returns the first ```go block after marker in README.md.
 func readmeBlock(t *testing.T, marker string) string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	return docBlock(t, "README.md", marker)
+}
+
+// docBlock returns the first ```go block after marker in the repository's
+// file doc (a path from the module's root).
+func docBlock(t *testing.T, doc, marker string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", doc))
 	require.NoError(t, err)
 	s := string(b)
 	i := strings.Index(s, marker)
-	require.GreaterOrEqual(t, i, 0, "README.md lost its %q marker", marker)
+	require.GreaterOrEqual(t, i, 0, "%s lost its %q marker", doc, marker)
 	s = s[i:]
 	start := strings.Index(s, "```go\n")
 	require.GreaterOrEqual(t, start, 0)
@@ -43,7 +50,7 @@ func buildProgram(t *testing.T, src string) string {
 	cmd := exec.Command("go", "build", "-o", bin, "./"+filepath.Base(dir))
 	cmd.Dir = ".."
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "the README's code does not build:\n%s\n%s", out, src)
+	require.NoError(t, err, "the documentation's code does not build:\n%s\n%s", out, src)
 	return bin
 }
 
@@ -79,8 +86,8 @@ func TestReadmeQuickstart(t *testing.T) {
 	assert.Greater(t, fences[1], fences[0], "the second run's token must exceed the first's")
 }
 
-// TestReadmeAPI builds the README's "API in 20 lines" as the body of the
-// function it says it is.
+// TestReadmeAPI builds "The API in 20 lines" (docs/api.md) as the body of
+// the function it says it is.
 func TestReadmeAPI(t *testing.T) {
 	src := `package main
 
@@ -95,7 +102,7 @@ import (
 )
 
 func api(ctx context.Context, id string, work func(context.Context, int64) error) error {
-` + readmeBlock(t, "<!-- api:") + `}
+` + docBlock(t, "docs/api.md", "<!-- api:") + `}
 
 func main() { _ = api }
 `

@@ -430,7 +430,7 @@ func TestACLReplicaSyncNeedsWait(t *testing.T) {
 }
 
 // Every command a script runs is granted: a new command in a script must be
-// added to aclSetUser (and README.md), which this test asks for.
+// added to aclSetUser (and docs/security.md), which this test asks for.
 func TestACLCoversEveryScriptCommand(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../scripts/*.lua")
@@ -453,10 +453,10 @@ func TestACLCoversEveryScriptCommand(t *testing.T) {
 	}
 }
 
-// README.md shows exactly the line these tests check.
+// docs/security.md shows exactly the line these tests check.
 func TestREADMEShowsTheACLLine(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/security.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(readme), aclSetUser)
 	assert.Contains(t, string(readme), aclPrefixRules)

@@ -29,7 +29,7 @@ import (
 )
 
 // aclSetUser is the least-privilege Redis 7 ACL user of actorlock, exactly
-// as README.md ("Security: TLS and ACL") shows it: every key (lock names
+// as docs/security.md shows it: every key (lock names
 // are the application's own keys), Redisson's channels, and the commands
 // actorlock runs, directly or inside its Lua scripts (Redis checks those
 // against the calling user too). The tests show that it is enough for every
@@ -221,7 +221,7 @@ func TestACLUserRunsEveryPrimitiveOverTLS(t *testing.T) {
 }
 
 // Applications whose names share a prefix (here "app:") can narrow the
-// keys and channels to it, as README.md shows; a name outside it is
+// keys and channels to it, as docs/security.md shows; a name outside it is
 // refused.
 func TestACLUserNarrowedToAPrefix(t *testing.T) {
 	t.Parallel()
@@ -241,7 +241,7 @@ func TestACLUserNarrowedToAPrefix(t *testing.T) {
 }
 
 // aclPrefixRules replace "~*" and "&redisson_*" of aclSetUser when every
-// name starts with "app:" and has no "{" (README.md).
+// name starts with "app:" and has no "{" (docs/security.md).
 const aclPrefixRules = "~app:* ~{app:* ~redisson_*:{app:* ~actorlock_request:{app:* resetchannels &redisson_*:{app:* &redisson_countdownlatch__channel__{app:*"
 
 // ---- secrets ----------------------------------------------------------------

@@ -92,7 +92,7 @@ func TestWakeUpLatencyInProcess(t *testing.T) {
 		require.GreaterOrEqual(t, len(gaps), rounds, "the owners took turns")
 		m := median(gaps)
 		t.Logf("in-process hand-offs: %d, median wake %v", len(gaps), m)
-		assert.Less(t, m, 2*time.Millisecond, "woken within about a millisecond (README)")
+		assert.Less(t, m, 2*time.Millisecond, "woken within about a millisecond (docs/guarantees.md)")
 		// No polling: about one script per acquisition and release, not a
 		// stream of retries while waiting.
 		scripts := commandCalls(after, "evalsha") - commandCalls(before, "evalsha")
@@ -135,7 +135,7 @@ func TestWakeUpLatencyAcrossProcesses(t *testing.T) {
 		require.GreaterOrEqual(t, len(gaps), 100, "the processes took turns")
 		m := median(gaps)
 		t.Logf("cross-process hand-offs: %d, median wake %v", len(gaps), m)
-		assert.Less(t, m, 2*time.Millisecond, "woken within about a millisecond (README)")
+		assert.Less(t, m, 2*time.Millisecond, "woken within about a millisecond (docs/guarantees.md)")
 	})
 }
 

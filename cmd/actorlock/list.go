@@ -111,7 +111,7 @@ func (c *command) describe(ctx context.Context, key string) (listed, bool, error
 }
 
 // auxiliary reports whether key is one of an object's auxiliary keys
-// (DESIGN.md §4) rather than an object's own name.
+// (docs/design.md, "The Redis layout") rather than an object's own name.
 func auxiliary(key string) bool {
 	return strings.HasPrefix(key, "redisson_") || strings.HasPrefix(key, "actorlock_request:") ||
 		(strings.HasPrefix(key, "{") && strings.Contains(key, "}:"))

@@ -48,6 +48,7 @@ type reportInput struct {
 	handoffs   []handoff
 	lateness   []time.Duration
 	start, end int64 // the work's start and end
+	stopAt     int64 // when the nodes were told to stop (0: end)
 	killAt     int64 // 0: no kill
 	abdicateAt int64 // 0: no release at half time
 	takeoverAt int64 // 0: no takeover
@@ -259,6 +260,7 @@ type timelineView struct {
 	ColumnPx      int    // width of an aggregated column
 	ColumnTime    string // the time a column stands for
 	Locks         int
+	Stall         string // why the lanes go grey after the kill, and for how long
 }
 
 // family sorts and titles the demo's lock names.
@@ -372,6 +374,9 @@ func buildTimeline(in reportInput) timelineView {
 	if in.takeoverAt != 0 {
 		v.TakeoverMs = msSince(in.takeoverAt, t0)
 	}
+	if in.killAt != 0 && !in.cfg.unsafe {
+		v.Stall = stallCaption(in, locks, t0)
+	}
 	switch {
 	case in.killAt != 0:
 		ev(in.killAt, fmt.Sprintf("SIGKILL node %d at %s", in.victim, secLabel(in.killAt, t0)), "kill", 14)
@@ -384,6 +389,52 @@ func buildTimeline(in reportInput) timelineView {
 		ev(in.takeoverAt, fmt.Sprintf("%s taken over at %s", leaderLock, secLabel(in.takeoverAt, t0)), "takeover", 29)
 	}
 	return v
+}
+
+// stallCaption says why lanes go grey after the kill, how long each kind
+// of lock should stall and how long it did: the dead node's holds last
+// until their lease runs out, which the lease's last renewal (every lease/3)
+// puts between 2/3 of a lease and a lease after the kill. A transfer that
+// needs an account the dead node held waits for it holding its other
+// account, so the bank stalls that long. The fair locks stall longer: the
+// dead node's runtime also had places in their Redis queues, and each is
+// kept until its fair-wait timeout (the demo's is the lease) runs out.
+func stallCaption(in reportInput, locks map[string][]*section, t0 int64) string {
+	lease := in.cfg.lease
+	resumed := func(prefix string) (time.Duration, bool) {
+		var worst time.Duration
+		found := false
+		for name, ss := range locks {
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			for _, s := range ss { // sorted by start
+				if s.start >= in.killAt && s.node != in.victim {
+					worst, found = max(worst, time.Duration(s.start-in.killAt)), true
+					break
+				}
+			}
+		}
+		return worst.Round(10 * time.Millisecond), found
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "After the SIGKILL at %s, the locks node %d held stay held until their lease runs out: the lease (%v) counts from the node's last renewal, made every %v, so they are free again %v to %v after the kill",
+		secLabel(in.killAt, t0), in.victim, lease, lease/3, (lease - lease/3).Round(time.Millisecond), lease)
+	if in.takeoverAt > in.killAt {
+		fmt.Fprintf(&b, " (%s: %v)", leaderLock, time.Duration(in.takeoverAt-in.killAt).Round(time.Millisecond))
+	}
+	b.WriteString(". Whatever waits for them stalls that long: a bank transfer that needs an account the dead node held waits for it while holding its other account, so one such account holds up most transfers; the configuration's readers and writers wait for a dead writer or reader. ")
+	fmt.Fprintf(&b, "The jobs' fair locks stall longer: the dead node's runtime also had places in their Redis queues, and those behind a place wait until its fair-wait timeout (%v, the lease) drops it, so up to the lease plus %v per dead place.", lease, lease)
+	var here []string
+	for _, f := range []struct{ what, prefix string }{{"the configuration", configLock}, {"every account", "demo:acct:"}, {"every job", "demo:job:"}} {
+		if d, ok := resumed(f.prefix); ok {
+			here = append(here, fmt.Sprintf("%s within %v", f.what, d))
+		}
+	}
+	if len(here) > 0 {
+		fmt.Fprintf(&b, " This run: a new section on %s of the kill.", strings.Join(here, ", on "))
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // assignRows puts each section (sorted by start) in the first row free
@@ -420,28 +471,46 @@ func secLabel(t, t0 int64) string {
 // ---- throughput --------------------------------------------------------
 
 // buildThroughput draws each node's critical sections entered per second
-// (a MultiLock counts once), in buckets of the work's time.
+// (a MultiLock counts once), in buckets of the work's time. The work ends
+// when the nodes are told to stop, not when the last one has: the
+// stragglers' last moments would draw as a fall to zero that the workload
+// never had. A last bucket shorter than half a bucket joins the one before,
+// so that a few sections in a sliver of time do not draw as a spike or a
+// dip.
 func buildThroughput(in reportInput) lineView {
 	fr, x0, x1, y0, y1 := newFrame("seconds since the work started")
 	v := lineView{frame: fr}
-	span := time.Duration(in.end - in.start)
+	end := in.end
+	if in.stopAt > in.start {
+		end = min(in.stopAt, in.end)
+	}
+	span := time.Duration(end - in.start)
 	if span <= 0 {
 		v.Empty = "no work recorded"
 		return v
 	}
 	bucket := throughputBucket(span)
-	n := int((span + bucket - 1) / bucket)
+	n := max(int(span/bucket), 1)
+	if rest := span - time.Duration(n)*bucket; rest >= bucket/2 {
+		n++
+	}
+	// Bucket b covers [b*bucket, (b+1)*bucket), the last one up to span.
+	width := func(b int) time.Duration {
+		if b == n-1 {
+			return span - time.Duration(b)*bucket
+		}
+		return bucket
+	}
 	counts := make([][]int, in.cfg.nodes)
 	for i := range counts {
 		counts[i] = make([]int, n)
 	}
 	for _, s := range in.secs {
-		if !s.lead || s.start < in.start || s.start >= in.end || s.node >= len(counts) {
+		if !s.lead || s.start < in.start || s.start >= end || s.node >= len(counts) {
 			continue
 		}
-		counts[s.node][int(time.Duration(s.start-in.start)/bucket)]++
+		counts[s.node][min(int(time.Duration(s.start-in.start)/bucket), n-1)]++
 	}
-	width := func(b int) time.Duration { return min(bucket, span-time.Duration(b)*bucket) }
 	top := 0.0
 	for _, cs := range counts {
 		for b, c := range cs {
@@ -449,7 +518,7 @@ func buildThroughput(in reportInput) lineView {
 		}
 	}
 	top = niceCeil(top)
-	sc := timeScale{t0: in.start, t1: in.end, x0: x0, w: x1 - x0}
+	sc := timeScale{t0: in.start, t1: end, x0: x0, w: x1 - x0}
 	y := func(v float64) float64 { return y1 - v/top*(y1-y0) }
 	for node, cs := range counts {
 		var pts strings.Builder

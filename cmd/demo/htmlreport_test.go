@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,32 @@ func TestReportPathIsCheckedBeforeTheRun(t *testing.T) {
 	_, err := parseFlags([]string{"--report", "/nonexistent-dir/report.html"}, &stderr)
 	require.Error(t, err)
 	assert.Contains(t, stderr.String(), "--report")
+}
+
+// A node that enters sections at a steady rate draws a flat line up to the
+// end of the work, whatever the run's length: no dip in a last bucket that
+// holds only a sliver of time, nor after the nodes were told to stop.
+func TestThroughputHasNoEdgeDip(t *testing.T) {
+	const start = int64(1_700_000_000_000_000_000)
+	for _, stop := range []time.Duration{20 * time.Second, 20*time.Second + 45*time.Millisecond, 20*time.Second + 300*time.Millisecond} {
+		in := reportInput{cfg: config{nodes: 1, lease: 3 * time.Second}, start: start,
+			stopAt: start + int64(stop), end: start + int64(stop+400*time.Millisecond)} // the nodes take 400 ms to stop
+		for at := start; at < in.stopAt; at += int64(10 * time.Millisecond) { // 100 per second
+			in.secs = append(in.secs, section{node: 0, lock: acctLock(0), kind: kindMulti, lead: true, start: at, end: at + int64(time.Millisecond)})
+		}
+		v := buildThroughput(in)
+		require.Len(t, v.Series, 1)
+		var ys []float64
+		for _, p := range strings.Fields(v.Series[0].Points) {
+			_, y, ok := strings.Cut(p, ",")
+			require.True(t, ok, p)
+			f, err := strconv.ParseFloat(y, 64)
+			require.NoError(t, err)
+			ys = append(ys, f)
+		}
+		require.GreaterOrEqual(t, len(ys), 40, "%v: buckets of 500 ms", stop)
+		for i, y := range ys {
+			assert.InDelta(t, ys[0], y, 2, "%v: bucket %d of %d drawn at another rate", stop, i, len(ys))
+		}
+	}
 }

@@ -82,6 +82,7 @@ type runner struct {
 	procs []*nodeProc
 
 	workStart, workEnd time.Time
+	stopAt             time.Time // when the nodes were told to stop
 	interrupted        bool
 }
 
@@ -382,6 +383,7 @@ func (r *runner) live() []*nodeProc {
 
 // stopWork stops the workloads and waits until they have.
 func (r *runner) stopWork() {
+	r.stopAt = time.Now()
 	live := r.live()
 	for _, p := range live {
 		p.tell(command{Cmd: "stop"})

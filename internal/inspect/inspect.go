@@ -1,9 +1,9 @@
 // Package inspect reads actorlock's objects, which are Redisson's, from the
-// way they are laid out in Redis (DESIGN.md §4): which kind an object is,
-// who holds it, for how long, who waits. It only reads; it is the one place
-// that knows the layout well enough to show it, for Lock.Holders and the
-// like and for cmd/actorlock. No compatibility promise: the root package
-// exports what users need.
+// way they are laid out in Redis (docs/design.md, "The Redis layout"):
+// which kind an object is, who holds it, for how long, who waits. It only
+// reads; it is the one place that knows the layout well enough to show it,
+// for Lock.Holders and the like and for cmd/actorlock. No compatibility
+// promise: the root package exports what users need.
 package inspect
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -54,8 +55,9 @@ var (
 	// looks like (a SET, a HASH of text, ...).
 	ErrNotObject = errors.New("inspect: not an actorlock/Redisson object")
 	// ErrWrongKind: the name holds another kind of object than the one
-	// asked for (a read-write lock read as a reentrant lock, ...).
-	ErrWrongKind = errors.New("inspect: another kind of object")
+	// asked for (a read-write lock read as a reentrant lock, ...). Package
+	// actorlock declares the same sentinel, as its users see it.
+	ErrWrongKind error = sentinel.Error("actorlock: another kind of object")
 	// ErrInvalidArgument: an empty name, a bad kind or limit.
 	ErrInvalidArgument = errors.New("inspect: invalid argument")
 )

@@ -15,7 +15,7 @@ type fault struct {
 	Start, End int64
 	// Proc is the worker process it hit, or -1 for all (a Redis fault).
 	Proc int
-	// Excuses: the README says a hold can be lost without Done() closing
+	// Excuses: docs/guarantees.md says a hold can be lost without Done() closing
 	// first under this fault (a holder paused past its lease, Redis losing
 	// acknowledged writes). Holds it overlaps may overlap the next owner's;
 	// the fenced resource must then reject the stale writes, which the

@@ -14,7 +14,7 @@ import (
 // fault could not be placed (e.g. no holder reached the pause point).
 type injector struct {
 	kind string
-	// expected outcome, for the report and the README.
+	// expected outcome, for the report and docs/guarantees.md.
 	expect string
 	run    func(h *harness) (fault, bool)
 }

@@ -1,7 +1,7 @@
 // Package chaos is actorlock's fault-injection suite: worker processes
 // contend for locks and guard a fenced resource while faults hit them, Redis
 // and the network between; a checker (porcupine) verifies the recorded
-// history against the README's guarantees. ./dev.sh chaos [duration] runs
+// history against docs/guarantees.md. ./dev.sh chaos [duration] runs
 // it with a random seed; ./dev.sh test runs a short fixed-seed pass.
 package chaos
 

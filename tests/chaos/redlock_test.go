@@ -15,7 +15,7 @@ import (
 	"github.com/actorlock/actorlock/internal/redisserver"
 )
 
-// The two ways Redlock is known to fail, as the README warns: a master that
+// The two ways Redlock is known to fail, as docs/guarantees.md warns: a master that
 // forgets a grant (restarted without persistence) and a master whose keys
 // expire early (its clock jumped). In both a second owner gets a majority
 // while the first still believes it holds; the expected outcome is exactly

@@ -15,7 +15,7 @@ import (
 	"github.com/actorlock/actorlock/internal/redisserver"
 )
 
-// Failover to a lagging replica, without WithReplicaSync: the README says
+// Failover to a lagging replica, without WithReplicaSync: docs/guarantees.md says
 // the lock can be lost. Expected outcome: the promoted replica lacks A's
 // lock, B acquires it (A may not know yet: recorded), B's
 // token beats A's so the fenced resource rejects A's stale write, and A's

@@ -1,0 +1,197 @@
+package tests
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// repoFiles lists the repository's files whose names end in ext, as paths
+// from the module's root, skipping hidden directories and the temporary
+// ones tests create (leading "_").
+func repoFiles(t *testing.T, ext string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != ".." && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_")) {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ext) {
+			rel, err := filepath.Rel("..", path)
+			if err != nil {
+				return err
+			}
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return files
+}
+
+var (
+	mdLink     = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdHeading  = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *$`)
+	fence      = regexp.MustCompile("(?ms)^ *```.*?^ *```")
+	inlineCode = regexp.MustCompile("`[^`\n]*`")
+	// A document named in a Go comment: a path ending in .md, maybe with
+	// an anchor, maybe followed by the quoted title of a section.
+	goDocRef = regexp.MustCompile(`([A-Za-z0-9_./-]*[A-Za-z0-9_-]\.md)(#[A-Za-z0-9_-]+)?(?:,? "([^"]+)")?`)
+)
+
+// markdownDoc is a document's headings, as GitHub renders them.
+type markdownDoc struct {
+	titles  []string
+	anchors map[string]bool
+}
+
+func readMarkdown(t *testing.T, path string) markdownDoc {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", path))
+	require.NoError(t, err)
+	doc := markdownDoc{anchors: map[string]bool{}}
+	seen := map[string]int{}
+	for _, m := range mdHeading.FindAllStringSubmatch(fence.ReplaceAllString(string(b), ""), -1) {
+		doc.titles = append(doc.titles, strings.ReplaceAll(m[1], "`", ""))
+		slug := headingSlug(m[1])
+		if n := seen[slug]; n > 0 {
+			doc.anchors[slug+"-"+strconv.Itoa(n)] = true
+		} else {
+			doc.anchors[slug] = true
+		}
+		seen[slug]++
+	}
+	return doc
+}
+
+// headingSlug is GitHub's anchor for a heading: lower case, punctuation
+// other than '-' and '_' dropped, spaces made '-'.
+func headingSlug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// Every relative link of every Markdown file in the repository leads to a
+// file that exists, and its anchor, if any, to a heading of that file.
+func TestDocumentLinksResolve(t *testing.T) {
+	t.Parallel()
+	docs := map[string]markdownDoc{}
+	doc := func(path string) markdownDoc {
+		d, ok := docs[path]
+		if !ok {
+			d = readMarkdown(t, path)
+			docs[path] = d
+		}
+		return d
+	}
+	files := repoFiles(t, ".md")
+	require.Contains(t, files, "README.md")
+	require.Contains(t, files, "docs/design.md")
+	links := 0
+	for _, file := range files {
+		b, err := os.ReadFile(filepath.Join("..", file))
+		require.NoError(t, err)
+		text := inlineCode.ReplaceAllString(fence.ReplaceAllString(string(b), ""), "")
+		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			path, anchor, _ := strings.Cut(target, "#")
+			if path == "" {
+				path = file
+			} else {
+				path = filepath.ToSlash(filepath.Clean(filepath.Join(filepath.Dir(file), path)))
+			}
+			if !assert.FileExists(t, filepath.Join("..", path), "%s links to %s, which does not exist", file, target) {
+				continue
+			}
+			if anchor != "" {
+				assert.True(t, strings.HasSuffix(path, ".md") && doc(path).anchors[anchor],
+					"%s links to %s: %s has no heading with anchor #%s", file, target, path, anchor)
+			}
+		}
+	}
+	assert.Greater(t, links, 50, "the front page links its documents")
+}
+
+// Every document a Go comment or string names (docs/design.md,
+// README.md#quickstart, docs/security.md "ACL") exists, from the module's root
+// or from the Go file's directory, with the anchor or the section named.
+func TestDocumentsNamedInGoExist(t *testing.T) {
+	t.Parallel()
+	refs := 0
+	for _, file := range repoFiles(t, ".go") {
+		b, err := os.ReadFile(filepath.Join("..", file))
+		require.NoError(t, err)
+		for _, m := range goDocRef.FindAllStringSubmatch(string(b), -1) {
+			refs++
+			path := ""
+			for _, candidate := range []string{m[1], filepath.Join(filepath.Dir(file), m[1])} {
+				candidate = filepath.ToSlash(filepath.Clean(candidate))
+				if _, err := os.Stat(filepath.Join("..", candidate)); err == nil {
+					path = candidate
+					break
+				}
+			}
+			if !assert.NotEmpty(t, path, "%s names %s, which does not exist", file, m[1]) {
+				continue
+			}
+			d := readMarkdown(t, path)
+			if anchor := strings.TrimPrefix(m[2], "#"); anchor != "" {
+				assert.True(t, d.anchors[anchor], "%s names %s%s: no such heading", file, m[1], m[2])
+			}
+			if section := m[3]; section != "" {
+				found := false
+				for _, title := range d.titles {
+					found = found || strings.Contains(strings.ToLower(title), strings.ToLower(section))
+				}
+				assert.True(t, found, "%s names section %q of %s: no heading has it", file, section, path)
+			}
+		}
+	}
+	assert.Greater(t, refs, 10)
+}
+
+// go doc shows what the root package's errors say and what its constants
+// are worth, not the machinery they come from (issue 26).
+func TestGoDocShowsErrorTextsAndConstantValues(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "doc", "-all", "github.com/actorlock/actorlock")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	doc := string(out)
+	for _, want := range []string{
+		`ErrNotAcquired\s+error = sentinelError\("actorlock: lock not acquired"\)`,
+		`ErrLost\s+error = sentinelError\("actorlock: lock lost"\)`,
+		`var ErrPermitExpired error = sentinelError\("actorlock: permit expired"\)`,
+		`var ErrWrongKind error = sentinelError\("actorlock: another kind of object"\)`,
+		`const MaxPermitsPerCall = 1000`,
+	} {
+		assert.Regexp(t, want, doc)
+	}
+	assert.NotRegexp(t, `(?m)^\s*(var|const)?\s*\w+\s*(\w+\s*)?= (actors|inspect|scripts)\.`, doc,
+		"a declaration go doc shows refers to the machinery")
+}
