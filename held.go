@@ -70,9 +70,11 @@ func (h *Held) Context() context.Context { return h.ctx }
 // Unlock releases this acquisition: the lock is free once its owner's last
 // hold is released. It returns ErrUnlocked if already called successfully,
 // an error wrapping ErrLost (and ErrNotOwner when Redis showed another owner)
-// if the lock was lost first, ErrClosed after Close, or a wrapped Redis error
-// (then call Unlock again: a retry cannot release twice). If ctx ends first,
-// Unlock returns ctx's error and the release still completes.
+// if the lock was lost first, ErrClosed after Close, or a wrapped Redis error.
+// A release that failed, or whose ctx ended first (Unlock then returns ctx's
+// error), still completes: the runtime retries it until Redis answers, and
+// the owner's next acquisitions wait for it. Calling Unlock again waits for
+// that release and returns its outcome; it cannot release twice.
 func (h *Held) Unlock(ctx context.Context) (err error) {
 	if ctx == nil {
 		return h.check(ctx)
