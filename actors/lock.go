@@ -245,6 +245,8 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *waiterDeadline:
 		a.deadlinePassed(ctx, m.req)
+	case *leaveOverdue:
+		a.deliverGaveUp(m.req)
 	case *timerFired:
 		switch {
 		case a.retry.fired(m):

@@ -74,3 +74,59 @@ func (fair) unheld(h *hold, n int64, _ bool) bool {
 func (fair) forceEnds(*hold, bool) bool { return true }
 
 func (fair) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
+
+// ---- giving up a place -------------------------------------------------------
+
+// leaveOverdue ends the wait of a fair waiter's answer for its leave
+// (giveUpPlace).
+type leaveOverdue struct{ req *request }
+
+// giveUpPlace answers a fair waiter that gives up (timed out, cancelled, its
+// caller gone, Close) once it has left the Redis queue, as Redisson's
+// tryLock does before it returns false: a waiter behind it, of any client,
+// must not wait for a place nobody will take. If its attempt is in flight,
+// the attempt's outcome decides (it may have joined, or been granted: then
+// the undo gives the lock back and there is no place to leave). Another
+// request of the same owner keeps the place, and this answer goes at once.
+//
+// The answer waits for one try of the leave, and at most the call timeout
+// in all: a Redis that does not answer delays a caller past its wait time
+// (or its context) by the call timeout at most; the leave is then retried
+// in the background (leaveStep).
+func (a *lockActor) giveUpPlace(r *request, res AcquireResult) {
+	if !r.inflight && !a.leaveIfQueued(r, false) {
+		a.deliver(r, res)
+		return
+	}
+	r.gaveUp = &res
+	r.overdue = a.env.timers.SendOnce(a.env.CallTimeout, a.self, &leaveOverdue{req: r})
+}
+
+// deliverGaveUp delivers r's held answer, if it still has one.
+func (a *lockActor) deliverGaveUp(r *request) {
+	if r == nil || r.gaveUp == nil {
+		return
+	}
+	res := *r.gaveUp
+	r.gaveUp = nil
+	r.overdue()
+	a.deliver(r, res)
+}
+
+// deliverAllGaveUp delivers the held answers when the actor stops, with the
+// steps they wait for.
+func (a *lockActor) deliverAllGaveUp() {
+	for _, s := range a.steps {
+		deliverGaveUpOf(a, s)
+	}
+	deliverGaveUpOf(a, a.inflight)
+}
+
+func deliverGaveUpOf(a *lockActor, s step) {
+	switch s := s.(type) {
+	case *leaveStep:
+		a.deliverGaveUp(s.req)
+	case *attemptStep:
+		a.deliverGaveUp(s.req)
+	}
+}

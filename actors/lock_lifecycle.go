@@ -104,6 +104,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 	for h := range a.holds.all {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
+	a.deliverAllGaveUp()
 	for _, s := range a.steps {
 		if r, ok := s.(*releaseStep); ok && r.grant == nil {
 			call := r.call(a)

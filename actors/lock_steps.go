@@ -127,6 +127,9 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	s.req.inflight = false
 	a.attempted(ctx, s, d)
+	if !s.req.left {
+		a.deliverGaveUp(s.req) // no leave of it followed: nothing more to wait for
+	}
 }
 
 // ---- release ---------------------------------------------------------------
@@ -283,6 +286,7 @@ func (a *lockActor) undo(owner string, write bool, ifCount int64) {
 
 type leaveStep struct {
 	owner    string
+	req      *request // whose answer waits for this leave (giveUpPlace)
 	giveUpAt time.Time
 }
 
@@ -295,6 +299,7 @@ func (s *leaveStep) start(a *lockActor, _ actor.Context) scriptCall {
 }
 
 func (s *leaveStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
+	a.deliverGaveUp(s.req)
 	if d.err != nil {
 		a.retryLater(s, s.giveUpAt)
 	}
@@ -303,18 +308,19 @@ func (s *leaveStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 // leaveIfQueued takes an abandoned fair waiter out of the Redis queue (if it
 // may have joined it), so that nobody waits behind a place nobody will take.
 // Not while another request of the same owner still waits: the owner has
-// one place.
-func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) {
+// one place. It reports whether it queued a leave.
+func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) bool {
 	if !a.fam.queues() || r.left || !(r.enqueued || mayHaveJoined) {
-		return
+		return false
 	}
 	for _, p := range a.queue.pending {
 		if p.owner == r.owner {
-			return
+			return false
 		}
 	}
 	r.left = true
-	a.first(&leaveStep{owner: r.owner, giveUpAt: time.Now().Add(a.env.FairWait + a.env.CallTimeout)})
+	a.first(&leaveStep{owner: r.owner, req: r, giveUpAt: time.Now().Add(a.env.FairWait + a.env.CallTimeout)})
+	return true
 }
 
 // ---- force -------------------------------------------------------------------

@@ -222,12 +222,13 @@ func TestFairTimedOutWaiterLeavesNoEntry(t *testing.T) {
 }
 
 // Redis refuses writes (CLIENT PAUSE WRITE) while a waiter waits: the
-// waiter still returns by its wait time, and once Redis writes again its
+// waiter still returns by its wait time plus the call timeout, and once Redis writes again its
 // place in the queue is given up.
 func TestFairWaiterThroughClientPause(t *testing.T) {
 	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d *deployment) {
-		rdb, rt := d.setup(t, actorlock.WithCallTimeout(20*time.Second))
+		const callTimeout = 1500 * time.Millisecond
+		rdb, rt := d.setup(t, actorlock.WithCallTimeout(callTimeout))
 		ctx := ctxFor(t, 30*time.Second)
 		holder, err := rt.FairLock("fair-pause").Acquire(ctx)
 		require.NoError(t, err)
@@ -247,7 +248,9 @@ func TestFairWaiterThroughClientPause(t *testing.T) {
 		select {
 		case err := <-errc:
 			assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
-			assert.Less(t, time.Since(start), 1100*time.Millisecond, "returned by its wait time")
+			// It waits for its leave, which Redis holds back, for the call
+			// timeout at most.
+			assert.Less(t, time.Since(start), time.Second+callTimeout+400*time.Millisecond, "returned by its wait time and the call timeout")
 		case <-time.After(3 * time.Second):
 			t.Fatal("the waiter did not return by its wait time")
 		}
@@ -328,4 +331,89 @@ func TestFairLocalWaitersShareOneSubscription(t *testing.T) {
 		close(got)
 		assert.Len(t, got, waiters)
 	})
+}
+
+// A fair waiter that gives up (its wait time passes, its context ends) has
+// left the Redis queue when Acquire returns, as Redisson's tryLock has
+// before it returns false: nobody behind it waits for a place nobody takes.
+func TestFairGiveUpLeavesTheQueueBeforeReturning(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx)
+	require.NoError(t, err)
+	queued := func() (int64, int64) {
+		return rdb.LLen(ctx, queue).Val(), rdb.ZCard(ctx, timeouts).Val()
+	}
+	for i := range 10 {
+		_, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(200*time.Millisecond))
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		n, z := queued()
+		require.Zero(t, n+z, "timeout %d: %d queued, %d timeouts when Acquire returned", i, n, z)
+
+		cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		_, err = rt.FairLock(name).Acquire(cctx)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		n, z = queued()
+		require.Zero(t, n+z, "cancel %d: %d queued, %d timeouts when Acquire returned", i, n, z)
+	}
+	// The same owner's other request keeps the place the first gave up.
+	l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":both"))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(ctx, actorlock.WaitTime(5*time.Second))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { n, _ := queued(); return n == 1 }, 5*time.Second, time.Millisecond)
+	_, err = l.Acquire(ctx, actorlock.WaitTime(200*time.Millisecond))
+	require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+	n, z := queued()
+	assert.Equal(t, [2]int64{1, 1}, [2]int64{n, z}, "the other request still waits in its place")
+	require.NoError(t, holder.Unlock(ctx))
+	require.NoError(t, <-errc, "the remaining request got the lock")
+}
+
+// A frozen Redis (SIGSTOP) holds a fair waiter that gives up past its wait
+// time by the call timeout at most; its place goes once Redis is back.
+func TestFairGiveUpWithAFrozenRedisIsBounded(t *testing.T) {
+	t.Parallel()
+	const wait, callTimeout = time.Second, 1500 * time.Millisecond
+	srv, rdb, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup-frozen"
+	queue, _ := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx, actorlock.LeaseTime(time.Minute))
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(wait))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, wait/2, time.Millisecond, "queued")
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	select {
+	case err := <-errc:
+		took := time.Since(start)
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		assert.GreaterOrEqual(t, took, wait)
+		assert.Less(t, took, wait+callTimeout+500*time.Millisecond, "past its wait time by the call timeout at most")
+		t.Logf("returned after %v (wait %v, call timeout %v)", took, wait, callTimeout)
+	case <-time.After(wait + 3*callTimeout):
+		t.Fatal("the waiter did not return")
+	}
+	require.NoError(t, srv.Resume())
+	resumed = true
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 0 }, 10*time.Second, 20*time.Millisecond,
+		"its place goes once Redis answers")
+	require.NoError(t, holder.Unlock(ctx))
 }
