@@ -93,6 +93,7 @@ func (a *lockActor) drain(ctx actor.Context) {
 // released best effort, without waiting.
 func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
+	a.places.cancel()
 	a.env.wakeups.cancel(&a.validity)
 	if a.alive != nil {
 		a.alive.cancel()

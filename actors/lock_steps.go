@@ -107,7 +107,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		AcquireArgs: scripts.AcquireArgs{
 			Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
 		},
-		write: r.write(), enqueue: !r.tryOnce, wait: a.env.FairWait,
+		write: r.write(), enqueue: !r.tryOnce, wait: a.placeWait(r),
 	}
 	env, fam, seen, span := a.env, a.fam, s.seen, r.span()
 	return func(ctx context.Context, retry bool) (err error) {
@@ -291,9 +291,9 @@ type leaveStep struct {
 }
 
 func (s *leaveStep) start(a *lockActor, _ actor.Context) scriptCall {
-	rdb, name, owner, wait := a.env.Redis, a.key.Name, s.owner, a.env.FairWait
+	rdb, name, owner := a.env.Redis, a.key.Name, s.owner
 	return func(ctx context.Context, _ bool) error {
-		_, err := scripts.LeaveFair(ctx, rdb, name, owner, wait)
+		_, err := scripts.LeaveFair(ctx, rdb, name, owner)
 		return err
 	}
 }
