@@ -45,9 +45,10 @@ type Config struct {
 	// MaxHandoffs caps consecutive local hand-offs of one lock before it is
 	// released publicly, so waiters in other processes get their turn.
 	MaxHandoffs int
-	// FairWait is how long a fair-lock waiter keeps its place in the queue
-	// while the waiters ahead take their turns (Redisson's
-	// fairLockWaitTimeout); a waiter that died is dropped after it.
+	// FairWait is how long the place of a fair-lock waiter without a wait
+	// time lasts after the one ahead when it joins (Redisson's
+	// threadWaitTime); a live waiter's place is then kept a Watchdog ahead
+	// (refreshStep), so a dead one is dropped about a Watchdog after it died.
 	FairWait time.Duration
 	// ReplicaSync, if Replicas > 0, has every lock script followed by WAIT:
 	// an acquisition that too few replicas confirm is undone and tried

@@ -61,6 +61,7 @@ type lockActor struct {
 	subscribed topic         // zero: none
 	yieldUntil time.Duration // since epoch (timer.go); see afterPublicRelease
 	retry      deadline      // the contender's next try without a message
+	places     deadline      // fair lock: the next refresh of its waiters' places (lock_fair.go)
 	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
 	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
@@ -245,12 +246,16 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *waiterDeadline:
 		a.deadlinePassed(ctx, m.req)
+	case *leaveOverdue:
+		a.deliverGaveUp(m.req)
 	case *timerFired:
 		switch {
 		case a.retry.fired(m):
 			a.headReady = true
 		case a.alive != nil && a.alive.fired(m):
 			a.expireOwners(ctx)
+		case a.places.fired(m):
+			a.steps = append(a.steps, &refreshStep{})
 		}
 	case *wakeupDue:
 		if a.validity.due(m) {
@@ -414,6 +419,7 @@ func (a *lockActor) kick(ctx actor.Context) {
 		a.run(ctx, &attemptStep{req: r})
 	}
 	a.syncSubscription(ctx)
+	a.syncPlaces()
 	if a.draining && a.inflight == nil && len(a.steps) == 0 && a.drained != nil {
 		a.drained()
 		a.drained = nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/messages"
@@ -28,11 +29,13 @@ type request struct {
 	tryOnce  bool
 	by       caller // nil: nobody to tell any more
 
-	inflight bool // an attempt for it is in flight
-	unsynced int  // grants undone because too few replicas confirmed them
-	enqueued bool // fair lock: it has a place in the Redis queue
-	left     bool // fair lock: its place has been given up
-	met      bool // an attempt met another owner: its grant is a hand-off through Redis
+	inflight bool                 // an attempt for it is in flight
+	unsynced int                  // grants undone because too few replicas confirmed them
+	enqueued bool                 // fair lock: it has a place in the Redis queue
+	left     bool                 // fair lock: its place has been given up
+	gaveUp   *AcquireResult       // fair lock: its answer, held until its place is given up (lock_fair.go)
+	overdue  scheduler.CancelFunc // the timer that bounds how long gaveUp is held
+	met      bool                 // an attempt met another owner: its grant is a hand-off through Redis
 }
 
 func (r *request) leaseOr(watchdog time.Duration) time.Duration {
@@ -112,16 +115,17 @@ func (r *request) from() *actor.PID {
 	return nil
 }
 
-// answer replies to a pending request once and forgets it. An abandoned fair
-// waiter that is not in flight gives up its place now; one in flight does
-// when its attempt's outcome comes back.
+// answer replies to a pending request once and forgets it. A fair waiter
+// that gives up hears its answer once it has left the Redis queue
+// (giveUpPlace).
 func (a *lockActor) answer(ctx actor.Context, r *request, res AcquireResult) {
 	a.forget(r)
-	a.deliver(r, res)
 	a.watched.unwatch(ctx, r.from())
-	if res.Err != nil && !r.inflight {
-		a.leaveIfQueued(r, false)
+	if res.Err != nil && a.fam.queues() {
+		a.giveUpPlace(r, res)
+		return
 	}
+	a.deliver(r, res)
 }
 
 // forget drops a request from the books without replying.

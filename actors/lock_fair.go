@@ -2,6 +2,9 @@ package actors
 
 import (
 	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -74,3 +77,123 @@ func (fair) unheld(h *hold, n int64, _ bool) bool {
 func (fair) forceEnds(*hold, bool) bool { return true }
 
 func (fair) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
+
+// ---- giving up a place -------------------------------------------------------
+
+// leaveOverdue ends the wait of a fair waiter's answer for its leave
+// (giveUpPlace).
+type leaveOverdue struct{ req *request }
+
+// giveUpPlace answers a fair waiter that gives up (timed out, cancelled, its
+// caller gone, Close) once it has left the Redis queue, as Redisson's
+// tryLock does before it returns false: a waiter behind it, of any client,
+// must not wait for a place nobody will take. If its attempt is in flight,
+// the attempt's outcome decides (it may have joined, or been granted: then
+// the undo gives the lock back and there is no place to leave). Another
+// request of the same owner keeps the place, and this answer goes at once.
+//
+// The answer waits for one try of the leave, and at most the call timeout
+// in all: a Redis that does not answer delays a caller past its wait time
+// (or its context) by the call timeout at most; the leave is then retried
+// in the background (leaveStep).
+func (a *lockActor) giveUpPlace(r *request, res AcquireResult) {
+	if !r.inflight && !a.leaveIfQueued(r, false) {
+		a.deliver(r, res)
+		return
+	}
+	r.gaveUp = &res
+	r.overdue = a.env.timers.SendOnce(a.env.CallTimeout, a.self, &leaveOverdue{req: r})
+}
+
+// deliverGaveUp delivers r's held answer, if it still has one.
+func (a *lockActor) deliverGaveUp(r *request) {
+	if r == nil || r.gaveUp == nil {
+		return
+	}
+	res := *r.gaveUp
+	r.gaveUp = nil
+	r.overdue()
+	a.deliver(r, res)
+}
+
+// deliverAllGaveUp delivers the held answers when the actor stops, with the
+// steps they wait for.
+func (a *lockActor) deliverAllGaveUp() {
+	for _, s := range a.steps {
+		deliverGaveUpOf(a, s)
+	}
+	deliverGaveUpOf(a, a.inflight)
+}
+
+func deliverGaveUpOf(a *lockActor, s step) {
+	switch s := s.(type) {
+	case *leaveStep:
+		a.deliverGaveUp(s.req)
+	case *attemptStep:
+		a.deliverGaveUp(s.req)
+	}
+}
+
+// ---- keeping places ----------------------------------------------------------
+
+// placeWait is how long r's place in the Redis queue lasts after the one
+// ahead of it when it joins, as Redisson has it: its own wait time when it
+// has one, else the fair wait timeout.
+func (a *lockActor) placeWait(r *request) time.Duration {
+	if r.deadline.IsZero() {
+		return a.env.FairWait
+	}
+	return max(time.Until(r.deadline), time.Millisecond)
+}
+
+// syncPlaces keeps the refresh of this actor's waiters' places armed while
+// any wait: every Watchdog/3, as renewals, one script per name for all of
+// them (refreshStep). A waiter's place then lasts about a watchdog lease
+// past its runtime's death, not its whole wait.
+func (a *lockActor) syncPlaces() {
+	if !a.fam.queues() {
+		return
+	}
+	switch {
+	case a.queue.waiting() == 0 || a.draining:
+		a.places.cancel()
+	case a.places.at == 0:
+		a.places.set(a.env.timers, a.self, a.env.Watchdog/3)
+	}
+}
+
+// refreshStep sets the deadline of every place this actor's waiters hold
+// to now + the watchdog lease (scripts.RefreshFair).
+type refreshStep struct {
+	missing int64 // outcome: waiters without a place
+}
+
+func (s *refreshStep) start(a *lockActor, _ actor.Context) scriptCall {
+	var owners []string
+	seen := map[string]bool{}
+	for e := a.queue.fifo.Front(); e != nil; e = e.Next() {
+		if r := e.Value.(*request); r.enqueued && !r.left && !seen[r.owner] {
+			seen[r.owner] = true
+			owners = append(owners, r.owner)
+		}
+	}
+	if len(owners) == 0 {
+		return nil
+	}
+	rdb, name, window := a.env.Redis, a.key.Name, a.env.Watchdog
+	return func(ctx context.Context, _ bool) (err error) {
+		s.missing, err = scripts.RefreshFair(ctx, rdb, name, window, owners)
+		return err
+	}
+}
+
+// apply: a waiter without a place was dropped (its deadline passed while
+// Redis or this runtime stalled, a Redisson client's shift took it past, or
+// an operator dropped it): the earliest local waiter tries now, joining
+// again if it is the one; the others join again when their turn here
+// comes. A failed refresh is tried again next period.
+func (s *refreshStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
+	if d.err == nil && s.missing > 0 {
+		a.headReady = true
+	}
+}

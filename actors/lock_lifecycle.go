@@ -93,6 +93,7 @@ func (a *lockActor) drain(ctx actor.Context) {
 // released best effort, without waiting.
 func (a *lockActor) stop(ctx actor.Context) {
 	a.retry.cancel()
+	a.places.cancel()
 	a.env.wakeups.cancel(&a.validity)
 	if a.alive != nil {
 		a.alive.cancel()
@@ -104,6 +105,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 	for h := range a.holds.all {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
+	a.deliverAllGaveUp()
 	for _, s := range a.steps {
 		if r, ok := s.(*releaseStep); ok && r.grant == nil {
 			call := r.call(a)

@@ -109,7 +109,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		AcquireArgs: scripts.AcquireArgs{
 			Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
 		},
-		write: r.write(), enqueue: !r.tryOnce, wait: a.env.FairWait,
+		write: r.write(), enqueue: !r.tryOnce, wait: a.placeWait(r),
 	}
 	env, fam, seen, span := a.env, a.fam, s.seen, r.span()
 	// An owner id this runtime made is used by nobody else, so its count
@@ -136,6 +136,9 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	s.req.inflight = false
 	a.attempted(ctx, s, d)
+	if !s.req.left {
+		a.deliverGaveUp(s.req) // no leave of it followed: nothing more to wait for
+	}
 }
 
 // ---- release ---------------------------------------------------------------
@@ -313,18 +316,20 @@ func (s *undoStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 
 type leaveStep struct {
 	owner    string
+	req      *request // whose answer waits for this leave (giveUpPlace)
 	giveUpAt time.Time
 }
 
 func (s *leaveStep) start(a *lockActor, _ actor.Context) scriptCall {
-	rdb, name, owner, wait := a.env.Redis, a.key.Name, s.owner, a.env.FairWait
+	rdb, name, owner := a.env.Redis, a.key.Name, s.owner
 	return func(ctx context.Context, _ bool) error {
-		_, err := scripts.LeaveFair(ctx, rdb, name, owner, wait)
+		_, err := scripts.LeaveFair(ctx, rdb, name, owner)
 		return err
 	}
 }
 
 func (s *leaveStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
+	a.deliverGaveUp(s.req)
 	if d.err != nil {
 		a.retryLater(s, s.giveUpAt)
 	}
@@ -333,18 +338,19 @@ func (s *leaveStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 // leaveIfQueued takes an abandoned fair waiter out of the Redis queue (if it
 // may have joined it), so that nobody waits behind a place nobody will take.
 // Not while another request of the same owner still waits: the owner has
-// one place.
-func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) {
+// one place. It reports whether it queued a leave.
+func (a *lockActor) leaveIfQueued(r *request, mayHaveJoined bool) bool {
 	if !a.fam.queues() || r.left || !(r.enqueued || mayHaveJoined) {
-		return
+		return false
 	}
 	for _, p := range a.queue.pending {
 		if p.owner == r.owner {
-			return
+			return false
 		}
 	}
 	r.left = true
-	a.first(&leaveStep{owner: r.owner, giveUpAt: time.Now().Add(a.env.FairWait + a.env.CallTimeout)})
+	a.first(&leaveStep{owner: r.owner, req: r, giveUpAt: time.Now().Add(a.env.FairWait + a.env.CallTimeout)})
+	return true
 }
 
 // ---- force -------------------------------------------------------------------

@@ -18,11 +18,14 @@ var (
 	fairLeaveLua string
 	//go:embed fair_force_unlock.lua
 	fairForceUnlockLua string
+	//go:embed fair_refresh.lua
+	fairRefreshLua string
 
 	fairAcquire     = newScript(reentrantLua, fairLua, fairAcquireLua)
 	fairUnlock      = newScript(reentrantLua, fairLua, fairUnlockLua)
-	fairLeave       = newScript(fairLeaveLua)
+	fairLeave       = newScript(fairLua, fairLeaveLua)
 	fairForceUnlock = newScript(fairForceUnlockLua)
+	fairRefresh     = newScript(fairLua, fairRefreshLua)
 )
 
 // FairAcquireArgs describes one attempt at a fair lock.
@@ -83,15 +86,36 @@ func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs) (FairUnlock, er
 	return out, nil
 }
 
-// LeaveFair takes owner out of the fair lock's queue (a waiter gave up).
-func LeaveFair(ctx context.Context, c Client, name, owner string, wait time.Duration) (bool, error) {
+// LeaveFair takes owner out of the fair lock's queue (a waiter gave up, or
+// an operator drops a dead one); those behind it move up by its slot.
+func LeaveFair(ctx context.Context, c Client, name, owner string) (bool, error) {
 	res, err := fairLeave.evalOnce(ctx, c,
 		[]string{name, FairQueueKey(name), FairTimeoutKey(name)},
-		owner, ms(wait), LockChannel(name))
+		owner, LockChannel(name))
 	if err != nil {
 		return false, err
 	}
 	return res == int64(1), nil
+}
+
+// RefreshFair keeps the places of live waiters of the fair lock name: each
+// gets the deadline now + window (those behind move with it). It returns
+// how many of owners have no place in the queue.
+func RefreshFair(ctx context.Context, c Client, name string, window time.Duration, owners []string) (int64, error) {
+	args := make([]any, 0, len(owners)+1)
+	args = append(args, ms(window))
+	for _, o := range owners {
+		args = append(args, o)
+	}
+	res, err := fairRefresh.evalOnce(ctx, c, []string{FairQueueKey(name), FairTimeoutKey(name)}, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := res.(int64)
+	if !ok {
+		return 0, fmt.Errorf("scripts: unexpected fair refresh reply %v", res)
+	}
+	return n, nil
 }
 
 // ForceUnlockFair deletes the fair lock whoever holds it; true if it was held.

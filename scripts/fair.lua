@@ -1,9 +1,15 @@
 -- Shared prelude of the fair-lock scripts (after reentrant.lua).
 -- The queue LIST holds waiting owners in arrival order; the timeouts ZSET
--- holds each one's deadline in ms: the deadline of the waiter ahead (or the
--- holder's remaining lease) plus the wait validity, so that a waiter that
--- vanished is dropped from the head once its deadline passes. "Now" is the
--- Redis server's clock, the same for every client.
+-- holds each one's deadline in ms, as Redisson computes it on joining: the
+-- deadline of the waiter ahead (or the holder's remaining lease) plus the
+-- waiter's wait (its own wait time, or the fair wait timeout without one),
+-- so that a waiter that vanished is dropped from the head once its deadline
+-- passes. A waiter's slot is its deadline minus the deadline of what is
+-- ahead of it (the waiter ahead, or the holder's expiry); when it leaves
+-- the queue, those behind move up by its slot, so each keeps its own wait
+-- after the one ahead of it. A live runtime's waiters keep their places by
+-- fair_refresh.lua. "Now" is the Redis server's clock, the same for every
+-- client.
 local function now_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -25,13 +31,25 @@ local function prune(queue, timeouts, now)
   end
 end
 
--- take_head removes the head, which is acquiring, and moves every waiter
--- behind it one slot up: each deadline was its predecessor's plus wait.
-local function take_head(queue, timeouts, wait)
+-- move_up moves every waiter from position from (1-based) on by -slot ms.
+local function move_up(queue, timeouts, from, slot)
+  if slot == 0 then
+    return
+  end
+  for _, owner in ipairs(redis.call('lrange', queue, from - 1, -1)) do
+    redis.call('zincrby', timeouts, -slot, owner)
+  end
+end
+
+-- take_head removes the head, which is acquiring the free lock, and moves
+-- every waiter behind it up by its slot (its deadline minus now: the lock
+-- is free), so the next one's place lasts its own wait from now.
+local function take_head(queue, timeouts, now)
   local head = redis.call('lpop', queue)
+  local deadline = tonumber(redis.call('zscore', timeouts, head))
   redis.call('zrem', timeouts, head)
-  for _, owner in ipairs(redis.call('lrange', queue, 0, -1)) do
-    redis.call('zincrby', timeouts, -wait, owner)
+  if deadline then
+    move_up(queue, timeouts, 1, math.max(deadline - now, 0))
   end
 end
 

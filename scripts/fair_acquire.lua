@@ -6,7 +6,8 @@
 -- KEYS[4] fencing counter redisson_lock_token:{name}
 -- ARGV[1] lease ms
 -- ARGV[2] owner
--- ARGV[3] wait validity ms (how long a queued waiter keeps its place)
+-- ARGV[3] wait ms: the waiter's own wait time, or the fair wait timeout
+--         (how long its place lasts after the one ahead of it)
 -- ARGV[4] owner's hold count as last known, "" on a first attempt
 -- ARGV[5] fencing counter TTL ms, 0 = never expire
 -- ARGV[6] "1" to join the queue when the lock cannot be had, "0" not to
@@ -22,7 +23,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if not head or head == owner then
     if head then
-      take_head(KEYS[2], KEYS[3], wait)
+      take_head(KEYS[2], KEYS[3], now)
     end
     return grant(KEYS[1], KEYS[4], owner, lease, nil, ARGV[5])
   end

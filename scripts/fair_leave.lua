@@ -3,29 +3,37 @@
 -- KEYS[2] queue redisson_lock_queue:{name}
 -- KEYS[3] timeouts redisson_lock_timeout:{name}
 -- ARGV[1] owner
--- ARGV[2] wait validity ms
--- ARGV[3] channel prefix redisson_lock__channel:{name}
--- Everyone behind it moves one slot up. If it was the head of a free lock,
--- the new head is told, or it would wait for its deadline. Returns 1 if the
--- owner was queued, else 0.
-local queue = redis.call('lrange', KEYS[2], 0, -1)
-local found = false
-for i, owner in ipairs(queue) do
-  if found then
-    redis.call('zincrby', KEYS[3], -tonumber(ARGV[2]), owner)
-  elseif owner == ARGV[1] then
-    found = i
+-- ARGV[2] channel prefix redisson_lock__channel:{name}
+-- Everyone behind it moves up by its slot (see fair.lua). If it was the
+-- head of a free lock, the new head is told, or it would wait for its
+-- deadline. Returns 1 if the owner was queued, else 0.
+local at
+for i, owner in ipairs(redis.call('lrange', KEYS[2], 0, -1)) do
+  if owner == ARGV[1] then
+    at = i - 1
+    break
   end
 end
-if not found then
+if not at then
   return 0
+end
+local deadline = tonumber(redis.call('zscore', KEYS[3], ARGV[1]))
+if deadline then
+  local ahead
+  if at == 0 then
+    ahead = now_ms() + math.max(redis.call('pttl', KEYS[1]), 0)
+  else
+    local prev = redis.call('lindex', KEYS[2], at - 1)
+    ahead = tonumber(redis.call('zscore', KEYS[3], prev)) or deadline
+  end
+  move_up(KEYS[2], KEYS[3], at + 2, deadline - ahead)
 end
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('lrem', KEYS[2], 0, ARGV[1])
-if found == 1 and redis.call('exists', KEYS[1]) == 0 then
+if at == 0 and redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)
   if head then
-    redis.call(PUBLISH, ARGV[3] .. ':' .. head, 0)
+    redis.call(PUBLISH, ARGV[2] .. ':' .. head, 0)
   end
 end
 return 1

@@ -12,7 +12,8 @@
 --         is <prefix>:<owner>)
 -- ARGV[4] latch TTL ms
 -- ARGV[5] "" or a hold count: act only if the owner's count equals it
--- ARGV[6] wait validity ms
+-- ARGV[6] unused (a head that takes the lock moves those behind up by its
+--         own slot: see fair.lua)
 -- ARGV[7] a local waiter the lock may go to directly if it is the head, or ""
 -- ARGV[8] that waiter's lease ms
 -- ARGV[9] fencing counter TTL ms, 0 = never expire
@@ -34,7 +35,8 @@ if ARGV[10] ~= '1' then
     return {tonumber(prior), 0}
   end
 end
-prune(KEYS[2], KEYS[3], now_ms())
+local now = now_ms()
+prune(KEYS[2], KEYS[3], now)
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 if count == 0 then
   return {-1}
@@ -55,7 +57,7 @@ if not head then
   return {1, 0}
 end
 if head == ARGV[7] then
-  take_head(KEYS[2], KEYS[3], tonumber(ARGV[6]))
+  take_head(KEYS[2], KEYS[3], now)
   local g = grant(KEYS[1], KEYS[5], head, tonumber(ARGV[8]), nil, ARGV[9])
   return {1, 0, g[2], g[3]}
 end

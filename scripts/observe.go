@@ -27,6 +27,7 @@ func init() {
 	fairAcquire.name = "fair_acquire"
 	fairUnlock.name = "fair_unlock"
 	fairLeave.name = "fair_leave"
+	fairRefresh.name = "fair_refresh"
 	fairForceUnlock.name = "fair_force_unlock"
 	latchTrySet.name = "latch_try_set"
 	latchCountDown.name = "latch_count_down"

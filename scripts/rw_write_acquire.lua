@@ -20,10 +20,15 @@ if mode ~= 'write' or count == 0 then
   return {0, redis.call('pttl', KEYS[1])}
 end
 local seen = tonumber(ARGV[3])
+local ttl = redis.call('pttl', KEYS[1])
 if not (seen and count == seen + 1) then
   count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-end
-if redis.call('pttl', KEYS[1]) < lease then
+  -- As Redisson's write re-entry: the new lease adds to what is left, so
+  -- the lock outlives every hold's lease (local validity counts from the
+  -- send, so it never ends after this expiry).
+  redis.call('pexpire', KEYS[1], math.max(ttl, 0) + lease)
+elseif ttl < lease then
+  -- A re-attempt of a re-entry that took effect: it added already.
   redis.call('pexpire', KEYS[1], lease)
 end
 return {1, count, next_token(KEYS[2], ARGV[4])}

@@ -253,6 +253,56 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, r.stderr, `"cli:stuck:sem" is a semaphore: force-unlock works on locks only`)
 	})
 
+	t.Run("fair-drop drops a dead waiter so the live one behind gets the lock", func(t *testing.T) {
+		const name = "cli:fairdrop"
+		queue, timeouts := fairKeys(name)
+		holder, err := rt.FairLock(name).Acquire(ctx)
+		require.NoError(t, err)
+		// A Redisson waiter whose process died: its place lasts 5 minutes.
+		const dead = "7d1bd31d-dead-redisson:1"
+		require.NoError(t, rdb.ZAdd(ctx, timeouts, redis.Z{Score: float64(time.Now().Add(5 * time.Minute).UnixMilli()), Member: dead}).Err())
+		require.NoError(t, rdb.RPush(ctx, queue, dead).Err())
+		got := make(chan error, 1)
+		go func() {
+			h, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(30*time.Second))
+			if err == nil {
+				err = h.Unlock(ctx)
+			}
+			got <- err
+		}()
+		require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 2 }, 5*time.Second, time.Millisecond)
+		require.NoError(t, holder.Unlock(ctx))
+
+		r := cli("fair-drop", name)
+		assert.Equal(t, 2, r.code, "neither OWNERs nor --all")
+		r = cli("fair-drop", name, dead)
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "without --yes")
+		assert.Contains(t, r.stdout, dead)
+		assert.Equal(t, int64(2), rdb.LLen(ctx, queue).Val(), "refused: nothing dropped")
+		select {
+		case err := <-got:
+			t.Fatalf("the live waiter passed the dead one: %v", err)
+		default:
+		}
+
+		start := time.Now()
+		r = cli("fair-drop", "--yes", name, dead)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, `dropped waiter "`+dead+`" of fair lock "`+name+`"`)
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+			t.Logf("the live waiter got the lock %v after fair-drop started", time.Since(start).Round(time.Millisecond))
+			assert.Less(t, time.Since(start), 2*time.Second, "told by the drop")
+		case <-time.After(15 * time.Second):
+			t.Fatal("the live waiter did not get the lock after the drop")
+		}
+		r = cli("fair-drop", "--yes", "cli:stuck:sem", "x")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "fair-drop works on fair locks only")
+	})
+
 	t.Run("watch prints each change", func(t *testing.T) {
 		l := rt.Lock("cli:watched")
 		changes := make(chan string, 1)

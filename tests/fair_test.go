@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -222,12 +223,13 @@ func TestFairTimedOutWaiterLeavesNoEntry(t *testing.T) {
 }
 
 // Redis refuses writes (CLIENT PAUSE WRITE) while a waiter waits: the
-// waiter still returns by its wait time, and once Redis writes again its
+// waiter still returns by its wait time plus the call timeout, and once Redis writes again its
 // place in the queue is given up.
 func TestFairWaiterThroughClientPause(t *testing.T) {
 	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d *deployment) {
-		rdb, rt := d.setup(t, actorlock.WithCallTimeout(20*time.Second))
+		const callTimeout = 1500 * time.Millisecond
+		rdb, rt := d.setup(t, actorlock.WithCallTimeout(callTimeout))
 		ctx := ctxFor(t, 30*time.Second)
 		holder, err := rt.FairLock("fair-pause").Acquire(ctx)
 		require.NoError(t, err)
@@ -247,7 +249,9 @@ func TestFairWaiterThroughClientPause(t *testing.T) {
 		select {
 		case err := <-errc:
 			assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
-			assert.Less(t, time.Since(start), 1100*time.Millisecond, "returned by its wait time")
+			// It waits for its leave, which Redis holds back, for the call
+			// timeout at most.
+			assert.Less(t, time.Since(start), time.Second+callTimeout+400*time.Millisecond, "returned by its wait time and the call timeout")
 		case <-time.After(3 * time.Second):
 			t.Fatal("the waiter did not return by its wait time")
 		}
@@ -328,4 +332,235 @@ func TestFairLocalWaitersShareOneSubscription(t *testing.T) {
 		close(got)
 		assert.Len(t, got, waiters)
 	})
+}
+
+// A fair waiter that gives up (its wait time passes, its context ends) has
+// left the Redis queue when Acquire returns, as Redisson's tryLock has
+// before it returns false: nobody behind it waits for a place nobody takes.
+func TestFairGiveUpLeavesTheQueueBeforeReturning(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx)
+	require.NoError(t, err)
+	queued := func() (int64, int64) {
+		return rdb.LLen(ctx, queue).Val(), rdb.ZCard(ctx, timeouts).Val()
+	}
+	for i := range 10 {
+		_, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(200*time.Millisecond))
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		n, z := queued()
+		require.Zero(t, n+z, "timeout %d: %d queued, %d timeouts when Acquire returned", i, n, z)
+
+		cctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		_, err = rt.FairLock(name).Acquire(cctx)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		n, z = queued()
+		require.Zero(t, n+z, "cancel %d: %d queued, %d timeouts when Acquire returned", i, n, z)
+	}
+	// The same owner's other request keeps the place the first gave up.
+	l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":both"))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(ctx, actorlock.WaitTime(5*time.Second))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { n, _ := queued(); return n == 1 }, 5*time.Second, time.Millisecond)
+	_, err = l.Acquire(ctx, actorlock.WaitTime(200*time.Millisecond))
+	require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+	n, z := queued()
+	assert.Equal(t, [2]int64{1, 1}, [2]int64{n, z}, "the other request still waits in its place")
+	require.NoError(t, holder.Unlock(ctx))
+	require.NoError(t, <-errc, "the remaining request got the lock")
+}
+
+// A frozen Redis (SIGSTOP) holds a fair waiter that gives up past its wait
+// time by the call timeout at most; its place goes once Redis is back.
+func TestFairGiveUpWithAFrozenRedisIsBounded(t *testing.T) {
+	t.Parallel()
+	const wait, callTimeout = time.Second, 1500 * time.Millisecond
+	srv, rdb, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup-frozen"
+	queue, _ := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx, actorlock.LeaseTime(time.Minute))
+	require.NoError(t, err)
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(wait))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, wait/2, time.Millisecond, "queued")
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	select {
+	case err := <-errc:
+		took := time.Since(start)
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		assert.GreaterOrEqual(t, took, wait)
+		assert.Less(t, took, wait+callTimeout+500*time.Millisecond, "past its wait time by the call timeout at most")
+		t.Logf("returned after %v (wait %v, call timeout %v)", took, wait, callTimeout)
+	case <-time.After(wait + 3*callTimeout):
+		t.Fatal("the waiter did not return")
+	}
+	require.NoError(t, srv.Resume())
+	resumed = true
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 0 }, 10*time.Second, 20*time.Millisecond,
+		"its place goes once Redis answers")
+	require.NoError(t, holder.Unlock(ctx))
+}
+
+// A process with fair waiters is SIGKILLed: with WithWatchdog(3s) and
+// otherwise default options (so a place lasts 5 min by Redisson's rule), a
+// live waiter queued behind them gets the free lock within 3 leases of the
+// unlock, however many dead waiters are ahead: their places, no longer
+// refreshed, are dropped about a lease after the death.
+func TestFairDeadWaitersAreDroppedWithinALease(t *testing.T) {
+	t.Parallel()
+	const watchdog = 3 * time.Second
+	for _, dead := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d-dead", dead), func(t *testing.T) {
+			srv, rdb, rt := setup(t, actorlock.WithWatchdog(watchdog))
+			ctx := ctxFor(t, time.Minute)
+			name := fmt.Sprintf("fair-dead-%d", dead)
+			queue, timeouts := fairKeys(name)
+			holder, err := rt.FairLock(name).Acquire(ctx)
+			require.NoError(t, err)
+			w := spawn(t, "fairwait", map[string]string{
+				"REDIS_ADDR": srv.Addr, "LOCK_NAME": name, "WATCHDOG_MS": "3000", "WAITERS": strconv.Itoa(dead),
+			})
+			w.expect(t, "QUEUED", 10*time.Second)
+			// Let the dead process refresh its places at least once.
+			time.Sleep(watchdog / 2)
+			require.NoError(t, w.cmd.Process.Kill())
+			_ = w.cmd.Wait()
+
+			acquired := make(chan time.Time, 1)
+			go func() {
+				h, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(50*time.Second))
+				if assert.NoError(t, err) {
+					acquired <- time.Now()
+					assert.NoError(t, h.Unlock(ctx))
+				}
+			}()
+			require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == int64(dead+1) }, 5*time.Second, time.Millisecond,
+				"the live waiter queued behind the dead ones")
+			require.NoError(t, holder.Unlock(ctx))
+			unlocked := time.Now()
+			select {
+			case at := <-acquired:
+				took := at.Sub(unlocked)
+				assert.Less(t, took, 3*watchdog, "within 3 leases of the unlock")
+				t.Logf("%d dead waiters: the live waiter got the lock %v after the unlock", dead, took)
+			case <-time.After(45 * time.Second):
+				q, _ := rdb.LRange(ctx, queue, 0, -1).Result()
+				z, _ := rdb.ZRangeWithScores(ctx, timeouts, 0, -1).Result()
+				t.Fatalf("the live waiter is still waiting: queue %v, timeouts %v", q, z)
+			}
+		})
+	}
+}
+
+// A waiter with a wait time takes a place that lasts that long after the
+// one ahead (Redisson: waitTime > 0 ? waitTime : threadWaitTime), not the
+// fair wait timeout; when it takes the lock, a Redisson waiter behind it
+// keeps its own wait from then on.
+func TestFairPlaceLastsItsOwnWait(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name, wait, redissonWait = "fair-own-wait", 20 * time.Second, time.Minute
+	queue, timeouts := fairKeys(name)
+	redisNow := func() float64 {
+		tm, err := rdb.Time(ctx).Result()
+		require.NoError(t, err)
+		return float64(tm.UnixMilli())
+	}
+	holder, err := rt.FairLock(name).Acquire(ctx)
+	require.NoError(t, err)
+	l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":waiter"))
+	got := make(chan error, 1)
+	go func() {
+		h, err := l.Acquire(ctx, actorlock.WaitTime(wait))
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond)
+	place := rdb.ZScore(ctx, timeouts, l.Owner()).Val() - redisNow()
+	lockTTL := float64(rdb.PTTL(ctx, name).Val().Milliseconds())
+	assert.InDelta(t, lockTTL+float64(wait.Milliseconds()), place, 1000, "its place: the holder's TTL plus its own wait")
+
+	// A Redisson waiter joins behind it as Redisson's RedissonFairLock does.
+	const redisson = "redisson-thread:1"
+	ahead := rdb.ZScore(ctx, timeouts, l.Owner()).Val() - redisNow()
+	require.NoError(t, rdb.ZAdd(ctx, timeouts, redis.Z{Score: ahead + float64(redissonWait.Milliseconds()) + redisNow(), Member: redisson}).Err())
+	require.NoError(t, rdb.RPush(ctx, queue, redisson).Err())
+
+	require.NoError(t, holder.Unlock(ctx))
+	require.Eventually(t, func() bool { return rdb.LIndex(ctx, queue, 0).Val() == redisson }, 5*time.Second, time.Millisecond)
+	left := rdb.ZScore(ctx, timeouts, redisson).Val() - redisNow()
+	assert.InDelta(t, float64(redissonWait.Milliseconds()), left, 1000, "the Redisson waiter's place lasts its own wait from the take")
+	require.NoError(t, <-got)
+	// Take the Redisson waiter out as Redisson's acquireFailed would.
+	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
+}
+
+// A live runtime keeps its waiter's place alive: about a watchdog lease
+// ahead, refreshed every third of one. A Redisson waiter behind it moves
+// with it, keeping its own wait after it.
+func TestFairLiveWaiterKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	const watchdog, redissonWait = 3 * time.Second, 10 * time.Second
+	_, rdb, rt := setup(t, actorlock.WithWatchdog(watchdog))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-live-place"
+	queue, timeouts := fairKeys(name)
+	redisNow := func() float64 {
+		tm, err := rdb.Time(ctx).Result()
+		require.NoError(t, err)
+		return float64(tm.UnixMilli())
+	}
+	holder, err := rt.FairLock(name).Acquire(ctx, actorlock.LeaseTime(20*time.Second))
+	require.NoError(t, err)
+	l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":waiter"))
+	got := make(chan error, 1)
+	go func() {
+		h, err := l.Acquire(ctx)
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, 5*time.Second, time.Millisecond)
+	const redisson = "redisson-thread:1"
+	ahead := rdb.ZScore(ctx, timeouts, l.Owner()).Val() - redisNow()
+	require.NoError(t, rdb.ZAdd(ctx, timeouts, redis.Z{Score: ahead + float64(redissonWait.Milliseconds()) + redisNow(), Member: redisson}).Err())
+	require.NoError(t, rdb.RPush(ctx, queue, redisson).Err())
+
+	var last float64
+	for i := range 3 {
+		time.Sleep(watchdog / 2)
+		mine := rdb.ZScore(ctx, timeouts, l.Owner()).Val()
+		left := mine - redisNow()
+		assert.Greater(t, left, 0.0, "sample %d", i)
+		assert.LessOrEqual(t, left, float64(watchdog.Milliseconds()), "sample %d: about a lease ahead, not the fair wait", i)
+		assert.Greater(t, mine, last, "sample %d: refreshed", i)
+		last = mine
+		behind := rdb.ZScore(ctx, timeouts, redisson).Val() - mine
+		assert.InDelta(t, float64(redissonWait.Milliseconds()), behind, 100, "sample %d: the Redisson waiter keeps its slot", i)
+	}
+	require.NoError(t, holder.Unlock(ctx))
+	require.NoError(t, <-got)
+	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
 }

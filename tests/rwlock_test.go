@@ -349,3 +349,25 @@ func TestLockKindsByMessage(t *testing.T) {
 		assert.True(t, receive[*messages.ReleaseResponse](t, f, 3*time.Second).Released)
 	})
 }
+
+// A write re-entry adds its lease to what is left of the lock's TTL, as
+// Redisson's write lock does (10 s, re-entered 1 s later with 10 s: about
+// 19 s left).
+func TestWriteReentryAddsItsLease(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 20*time.Second)
+	const lease = 10 * time.Second
+	rw := rt.ReadWriteLock("rw-reenter-lease")
+	w1, err := rw.WriteLocker().Acquire(ctx, actorlock.LeaseTime(lease))
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	before := rdb.PTTL(ctx, "rw-reenter-lease").Val()
+	w2, err := rw.WriteLocker().Acquire(w1.Context(), actorlock.LeaseTime(lease))
+	require.NoError(t, err)
+	after := rdb.PTTL(ctx, "rw-reenter-lease").Val()
+	assert.InDelta(t, (before + lease).Seconds(), after.Seconds(), 0.5, "TTL %v before the re-entry, %v after", before, after)
+	require.NoError(t, w2.Unlock(ctx))
+	require.NoError(t, w1.Unlock(ctx))
+	assert.Zero(t, rdb.Exists(ctx, "rw-reenter-lease").Val())
+}

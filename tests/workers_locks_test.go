@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,15 +70,20 @@ func workerFair(rt *actorlock.Runtime, _ redis.UniversalClient) int {
 	return 0
 }
 
-// workerFairWait joins the queue of fair lock LOCK_NAME, says "QUEUED", and
-// waits until killed.
+// workerFairWait queues WAITERS (default 1) waiters of fair lock LOCK_NAME,
+// says "QUEUED" once all are in the Redis queue, and waits until killed.
 func workerFairWait(rt *actorlock.Runtime, rdb redis.UniversalClient) int {
 	name := os.Getenv("LOCK_NAME")
 	ctx := context.Background()
-	go func() { _, _ = rt.FairLock(name).Acquire(ctx) }()
+	var owners []string
+	for i := range max(envInt("WAITERS"), 1) {
+		l := rt.FairLock(name, actorlock.WithOwner(fmt.Sprintf("%s:waiter%d", rt.ID(), i)))
+		owners = append(owners, l.Owner())
+		go func() { _, _ = l.Acquire(ctx) }()
+	}
 	for {
-		n, _ := rdb.LLen(ctx, "redisson_lock_queue:{"+name+"}").Result()
-		if n >= 1 {
+		queued, _ := rdb.LRange(ctx, "redisson_lock_queue:{"+name+"}", 0, -1).Result()
+		if !slices.ContainsFunc(owners, func(o string) bool { return !slices.Contains(queued, o) }) {
 			fmt.Println("QUEUED")
 			select {}
 		}

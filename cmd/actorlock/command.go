@@ -49,6 +49,17 @@ func (c *command) checkArgs(cmd string, args []string) error {
 		}
 		return nil
 	}
+	if cmd == "fair-drop" {
+		switch {
+		case len(args) == 0 || args[0] == "":
+			return usageError{"usage: actorlock fair-drop [flags] NAME OWNER... (or --all)"}
+		case c.all == (len(args) > 1):
+			return usageError{"fair-drop takes the OWNERs to drop, or --all, not both"}
+		case c.limit == 0:
+			return usageError{"--limit must be positive"}
+		}
+		return nil
+	}
 	if len(args) != 1 || args[0] == "" {
 		return usageError{fmt.Sprintf("usage: actorlock %s [flags] NAME", cmd)}
 	}

@@ -5,6 +5,7 @@
 //	actorlock [flags] list [PATTERN]      objects whose name matches (SCAN, never KEYS)
 //	actorlock [flags] watch NAME          live view of holders and waiters
 //	actorlock [flags] force-unlock NAME   delete a lock whoever holds it (needs --yes)
+//	actorlock [flags] fair-drop NAME OWNER...  drop dead waiters of a fair lock (needs --yes)
 //	actorlock [flags] queue stats NAME    a delayed queue's backlog
 //
 // Redis is given with --url (or ACTORLOCK_URL, which keeps the password
@@ -50,6 +51,8 @@ commands:
   list [PATTERN]       objects whose name matches PATTERN (glob, default *)
   watch NAME           live holders and waiters (Ctrl-C or --for to stop)
   force-unlock NAME    delete a lock whoever holds it and wake its waiters (needs --yes)
+  fair-drop NAME [OWNER...]
+                       take dead waiters (OWNERs, or --all) out of a fair lock's queue (needs --yes)
   queue stats NAME     a delayed queue: delayed items, next due, ready items
 
 flags (before or after the command, before its arguments):
@@ -135,10 +138,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "force-unlock":
 		fs.BoolVar(&c.yes, "yes", false, "really delete the lock (without it, only say what would be deleted)")
 		exec = c.forceUnlock
+	case "fair-drop":
+		fs.BoolVar(&c.yes, "yes", false, "really drop the waiters (without it, only show the queue)")
+		fs.BoolVar(&c.all, "all", false, "drop every waiter")
+		fs.IntVar(&c.limit, "limit", 1000, "most waiters read (--all refuses a longer queue)")
+		exec = c.fairDrop
 	case "queue stats":
 		exec = c.queueStats
 	default:
-		return fail(stderr, usageError{fmt.Sprintf("unknown command %q (want inspect, list, watch, force-unlock or queue stats)", cmd)})
+		return fail(stderr, usageError{fmt.Sprintf("unknown command %q (want inspect, list, watch, force-unlock, fair-drop or queue stats)", cmd)})
 	}
 	if err := fs.Parse(args); err != nil {
 		return exitCode(stderr, err)
