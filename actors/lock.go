@@ -541,7 +541,7 @@ func (a *lockActor) requeue(r *request) {
 		a.queue.pushFront(r)
 		return
 	}
-	r.elem = a.queue.fifo.InsertAfter(r, e)
+	a.queue.pushAfter(r, e)
 }
 
 func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sentAt time.Time) {

@@ -74,6 +74,9 @@ func (q *waiters[R]) expireAt(timers *scheduler.TimerScheduler, self *actor.PID,
 func (q *waiters[R]) pushBack(r R)  { r.wait().elem = q.fifo.PushBack(r) }
 func (q *waiters[R]) pushFront(r R) { r.wait().elem = q.fifo.PushFront(r) }
 
+// pushAfter puts r in the FIFO right behind the element at.
+func (q *waiters[R]) pushAfter(r R, at *list.Element) { r.wait().elem = q.fifo.InsertAfter(r, at) }
+
 // queued reports whether r waits in the FIFO.
 func (q *waiters[R]) queued(r R) bool { return r.wait().elem != nil }
 
