@@ -139,7 +139,7 @@ func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.L
 		Watchdog:    cfg.watchdog,
 		IdleAfter:   cfg.idleAfter,
 		CallTimeout: cfg.callTimeout,
-		TokenTTL:    cfg.tokenTTL,
+		TokenTTL:    cfg.fencingCounterTTL(),
 		// Long enough to cover go-redis's and our own retries of one
 		// unlock, short enough not to pile up keys.
 		LatchTTL:      cfg.callTimeout,
