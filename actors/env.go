@@ -300,7 +300,8 @@ func mayHaveRun(err error) bool {
 	var operr *net.OpError
 	var verr *tls.CertificateVerificationError
 	var herr tls.RecordHeaderError
-	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr)
+	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr) &&
+		!errors.Is(err, scripts.ErrWrongKind) // refused before writing anything
 }
 
 // Drift is the safety margin taken off a lease when computing how long a

@@ -88,3 +88,75 @@ func TestReleasedNamesLeaveNoPermanentKey(t *testing.T) {
 	}
 	assert.Empty(t, left, "keys without expiry after every name was released")
 }
+
+// Issue 25 item 3: one kind per name. A reentrant or fair lock and a
+// read-write lock on one name refuse each other with ErrWrongKind, in
+// every direction, whoever asks (another owner, or the holder's own owner
+// id) and however (one attempt or waiting), leaving the existing hold as it
+// was; so does a key of another Redis type. (A reentrant and a fair lock
+// share Redisson's hash layout and exclude each other instead.)
+func TestOneKindPerName(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 60*time.Second)
+	type kind struct {
+		name string
+		of   func(name string, opts ...actorlock.LockOption) *actorlock.Lock
+	}
+	plain := kind{"lock", func(n string, o ...actorlock.LockOption) *actorlock.Lock { return rt.Lock(n, o...) }}
+	fair := kind{"fair", func(n string, o ...actorlock.LockOption) *actorlock.Lock { return rt.FairLock(n, o...) }}
+	read := kind{"read", func(n string, o ...actorlock.LockOption) *actorlock.Lock {
+		return rt.ReadWriteLock(n, o...).ReadLocker()
+	}}
+	write := kind{"write", func(n string, o ...actorlock.LockOption) *actorlock.Lock {
+		return rt.ReadWriteLock(n, o...).WriteLocker()
+	}}
+	refuses := func(t *testing.T, l *actorlock.Lock) {
+		t.Helper()
+		_, err := l.TryAcquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrWrongKind, "TryAcquire")
+		assert.ErrorContains(t, err, fmt.Sprintf("%q", l.Name()))
+		start := time.Now()
+		_, err = l.Acquire(ctx, actorlock.WaitTime(5*time.Second))
+		assert.ErrorIs(t, err, actorlock.ErrWrongKind, "Acquire")
+		assert.Less(t, time.Since(start), 4*time.Second, "refused, not waited for")
+	}
+	for _, pair := range [][2]kind{
+		{plain, read}, {plain, write}, {fair, read}, {fair, write},
+		{read, plain}, {read, fair}, {write, plain}, {write, fair},
+	} {
+		held, asked := pair[0], pair[1]
+		t.Run(held.name+"-then-"+asked.name, func(t *testing.T) {
+			name := "kinds:" + held.name + ":" + asked.name
+			h, err := held.of(name).Acquire(ctx)
+			require.NoError(t, err)
+			before := rdb.HGetAll(ctx, name).Val()
+			refuses(t, asked.of(name))
+			// The holder's own owner id, which the hash names: no re-entry
+			// across kinds.
+			refuses(t, asked.of(name, actorlock.WithOwner(h.Owner())))
+			assert.Equal(t, before, rdb.HGetAll(ctx, name).Val(), "the hold's hash is untouched")
+			assert.NoError(t, h.Err(), "the hold is still valid")
+			require.NoError(t, h.Unlock(ctx))
+			assert.Zero(t, rdb.Exists(ctx, name).Val())
+			// Once free, the name takes the other kind.
+			h, err = asked.of(name).TryAcquire(ctx)
+			require.NoError(t, err)
+			require.NoError(t, h.Unlock(ctx))
+		})
+	}
+	t.Run("other-redis-types", func(t *testing.T) {
+		require.NoError(t, rdb.Set(ctx, "kinds:string", "x", 0).Err())
+		require.NoError(t, rdb.RPush(ctx, "kinds:list", "x").Err())
+		require.NoError(t, rdb.SAdd(ctx, "kinds:set", "x").Err())
+		for _, name := range []string{"kinds:string", "kinds:list", "kinds:set"} {
+			typ := rdb.Type(ctx, name).Val()
+			for _, k := range []kind{plain, fair, read, write} {
+				t.Run(name+"/"+k.name, func(t *testing.T) {
+					refuses(t, k.of(name))
+					assert.Equal(t, typ, rdb.Type(ctx, name).Val(), "the key is untouched")
+				})
+			}
+		}
+	})
+}

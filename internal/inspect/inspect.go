@@ -55,7 +55,7 @@ var (
 	ErrNotObject = errors.New("inspect: not an actorlock/Redisson object")
 	// ErrWrongKind: the name holds another kind of object than the one
 	// asked for (a read-write lock read as a reentrant lock, ...).
-	ErrWrongKind = errors.New("inspect: another kind of object")
+	ErrWrongKind = scripts.ErrWrongKind
 	// ErrInvalidArgument: an empty name, a bad kind or limit.
 	ErrInvalidArgument = errors.New("inspect: invalid argument")
 )
