@@ -122,7 +122,17 @@ func WithIdleTimeout(d time.Duration) Option {
 // WithCallTimeout bounds one Redis call of the runtime, its internal retries
 // included, to within a twentieth of d (50 ms at most) more: calls starting
 // together share one deadline. Default 10 s; go-redis's own dial, read and
-// write timeouts usually end a call earlier.
+// write timeouts may end a call earlier.
+//
+// It holds with any client. A call Redis does not answer in time fails
+// with an error that says so ("Redis did not answer within the call
+// timeout of 1.5s") and matches context.DeadlineExceeded; whether its
+// command ran is then unknown, and a lock it may have taken is given back.
+// go-redis ends a command with its context only when the client has
+// ContextTimeoutEnabled; with a client without it (go-redis's default), the
+// runtime stops waiting at the deadline itself and leaves the command to
+// finish on a goroutine of its own, until the client's read timeout ends
+// it: set ContextTimeoutEnabled to save that goroutine per call.
 func WithCallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -160,3 +160,79 @@ func TestOneKindPerName(t *testing.T) {
 		}
 	})
 }
+
+// Issue 25 item 4: WithCallTimeout bounds a call against a frozen Redis
+// (SIGSTOP) with any client: at go-redis's defaults (no
+// ContextTimeoutEnabled: its 3 s read timeout, not the context, would end
+// the call) as with ContextTimeoutEnabled. The error says what happened
+// and is a context.DeadlineExceeded; what the frozen call may have taken
+// is given back once Redis answers again.
+func TestCallTimeoutHoldsWithAnyClient(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 1500 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		opts redis.Options
+	}{
+		{"client-defaults", redis.Options{}},
+		{"context-timeout-enabled", redis.Options{ContextTimeoutEnabled: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startRedis(t)
+			opts := tc.opts
+			opts.Addr = srv.Addr
+			rdb := redis.NewClient(&opts)
+			t.Cleanup(func() { _ = rdb.Close() })
+			rt := newRuntime(t, rdb, actorlock.WithCallTimeout(callTimeout))
+			ctx := ctxFor(t, 60*time.Second)
+			l, sem := rt.Lock("frozen"), rt.Semaphore("frozen-sem")
+			// Scripts loaded and connections open before the freeze.
+			h, err := l.TryAcquire(ctx)
+			require.NoError(t, err)
+			require.NoError(t, h.Unlock(ctx))
+			_, err = sem.TrySetPermits(ctx, 1)
+			require.NoError(t, err)
+
+			require.NoError(t, srv.Pause())
+			resumed := false
+			defer func() {
+				if !resumed {
+					_ = srv.Resume()
+				}
+			}()
+			// The caller's context has no deadline: only the call timeout
+			// bounds the call.
+			start := time.Now()
+			_, err = l.TryAcquire(context.Background())
+			took := time.Since(start)
+			t.Logf("TryAcquire against a frozen Redis: %v (call timeout %v): %v", took, callTimeout, err)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.ErrorContains(t, err, `"frozen"`)
+			assert.ErrorContains(t, err, "Redis did not answer within the call timeout of 1.5s")
+			// The call timeout plus its shared-deadline window (75 ms here),
+			// and scheduling slack; well under go-redis's 3 s read timeout.
+			assert.Less(t, took, callTimeout+time.Second, "bounded by the call timeout")
+			assert.GreaterOrEqual(t, took, callTimeout, "not before the call timeout")
+
+			start = time.Now()
+			_, err = sem.TryAcquire(context.Background(), 1)
+			took = time.Since(start)
+			t.Logf("Semaphore.TryAcquire against a frozen Redis: %v: %v", took, err)
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Less(t, took, callTimeout+time.Second, "bounded by the call timeout")
+
+			require.NoError(t, srv.Resume())
+			resumed = true
+			// The frozen TryAcquire's script ran when Redis woke up; its
+			// acquisition is given back, not left held by nobody until
+			// the watchdog lease (30 s) ends.
+			other := newRuntime(t, client(t, srv.Addr))
+			require.Eventually(t, func() bool {
+				h, err := other.Lock("frozen").TryAcquire(ctx)
+				return err == nil && h.Unlock(ctx) == nil
+			}, 10*time.Second, 50*time.Millisecond, "the lock is free again")
+		})
+	}
+}
