@@ -236,3 +236,62 @@ func TestCallTimeoutHoldsWithAnyClient(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27 item 3: an overdue backlog (a restart, no mover running) moves
+// earliest-due first, as Redisson's transfer takes it from its timeout
+// ZSET, not in the order the items were offered; in bounded batches.
+func TestDelayedQueueMovesABacklogEarliestDueFirst(t *testing.T) {
+	t.Parallel()
+	srv, rdb, _ := setup(t)
+	ctx := ctxFor(t, 60*time.Second)
+	const name, count = "dq-bulk", 250 // the name and payloads startMonitor counts
+	producer, err := actorlock.New(client(t, srv.Addr))
+	require.NoError(t, err)
+	q := producer.DelayedQueue(name)
+	// Offered in one order, due in another: delays of a fixed
+	// permutation, 2 to 3.25 s out (due after the producer has gone).
+	for i := range count {
+		delay := 2*time.Second + time.Duration((i*97)%count)*5*time.Millisecond
+		require.NoError(t, q.Offer(ctx, fmt.Appendf(nil, "bulk-%03d", i), delay))
+	}
+	require.NoError(t, producer.Close(ctx))
+
+	// The due order, as Redis has it (member = 17 bytes of header, then
+	// the payload), and the offer order.
+	due, err := rdb.ZRange(ctx, "redisson_delay_queue_timeout:{"+name+"}", 0, -1).Result()
+	require.NoError(t, err)
+	require.Len(t, due, count)
+	offered, err := rdb.LRange(ctx, "redisson_delay_queue:{"+name+"}", 0, -1).Result()
+	require.NoError(t, err)
+	payloads := func(members []string) []string {
+		out := make([]string, len(members))
+		for i, m := range members {
+			out[i] = m[17:]
+		}
+		return out
+	}
+	wantOrder := payloads(due)
+	require.NotEqual(t, payloads(offered), wantOrder, "offered out of due order")
+
+	// All overdue (by the server's clock), then a runtime opens the queue:
+	// its mover finds the backlog.
+	last, err := rdb.ZRangeWithScores(ctx, "redisson_delay_queue_timeout:{"+name+"}", -1, -1).Result()
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		now, err := rdb.Time(ctx).Result()
+		return err == nil && float64(now.UnixMilli()) > last[0].Score
+	}, 10*time.Second, 20*time.Millisecond)
+	mon := startMonitor(t, srv.Addr)
+	rt := newRuntime(t, client(t, srv.Addr))
+	consumer := rt.DelayedQueue(name)
+	defer consumer.Close()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, name).Val() == count }, 20*time.Second, 10*time.Millisecond)
+	got, err := rdb.LRange(ctx, name, 0, -1).Result()
+	require.NoError(t, err)
+	assert.Equal(t, wantOrder, got, "moved earliest due first")
+	batches := mon.stop(t)
+	t.Logf("moved in batches of %v", batches)
+	for _, b := range batches {
+		assert.LessOrEqual(t, b, 100)
+	}
+}
