@@ -295,3 +295,51 @@ func TestDelayedQueueMovesABacklogEarliestDueFirst(t *testing.T) {
 		assert.LessOrEqual(t, b, 100)
 	}
 }
+
+// Issue 27 item 4: the read side is locked when the writer also holds a
+// read (mode write, the writer's read field beside its write field), as
+// Redisson's readLock().isLocked() says; seen from any runtime.
+func TestReadLockerIsLockedWhenTheWriterReads(t *testing.T) {
+	t.Parallel()
+	srv, rdb, rt := setup(t)
+	other := newRuntime(t, client(t, srv.Addr))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "rw-islocked"
+	rw := rt.ReadWriteLock(name)
+	isLocked := func(l *actorlock.Lock) bool {
+		t.Helper()
+		locked, err := l.IsLocked(ctx)
+		require.NoError(t, err)
+		return locked
+	}
+	readLocked := func() bool {
+		t.Helper()
+		mine, theirs := isLocked(rw.ReadLocker()), isLocked(other.ReadWriteLock(name).ReadLocker())
+		assert.Equal(t, mine, theirs, "both runtimes read the same")
+		return mine
+	}
+
+	w, err := rw.WriteLocker().Acquire(ctx)
+	require.NoError(t, err)
+	assert.True(t, isLocked(rw.WriteLocker()))
+	assert.False(t, readLocked(), "write only")
+
+	r, err := rw.ReadLocker().Acquire(w.Context()) // the writer reads too
+	require.NoError(t, err)
+	fields := rdb.HGetAll(ctx, name).Val()
+	require.Equal(t, "write", fields["mode"])
+	require.Equal(t, "1", fields[w.Owner()], "the writer's read field")
+	assert.True(t, readLocked(), "the writer holds a read")
+	assert.True(t, isLocked(rw.WriteLocker()))
+
+	require.NoError(t, r.Unlock(ctx))
+	assert.False(t, readLocked(), "the writer's read released")
+	require.NoError(t, w.Unlock(ctx))
+	assert.False(t, readLocked())
+
+	r, err = rw.ReadLocker().Acquire(ctx)
+	require.NoError(t, err)
+	assert.True(t, readLocked(), "a plain read")
+	assert.False(t, isLocked(rw.WriteLocker()))
+	require.NoError(t, r.Unlock(ctx))
+}
