@@ -343,3 +343,58 @@ func TestReadLockerIsLockedWhenTheWriterReads(t *testing.T) {
 	assert.False(t, isLocked(rw.WriteLocker()))
 	require.NoError(t, r.Unlock(ctx))
 }
+
+// Issue 27 item 8: 0 permits is a no-op, as in Redisson: tryAcquire(0) is
+// true and acquire(0) returns at once, even with no permit available;
+// release(0) changes nothing and wakes nobody. The handle's checks still
+// apply (a bad name, a closed runtime).
+func TestSemaphoreZeroPermitsIsANoOp(t *testing.T) {
+	t.Parallel()
+	srv, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	s := rt.Semaphore("sem-zero")
+	_, err := s.TrySetPermits(ctx, 1)
+	require.NoError(t, err)
+	ok, err := s.TryAcquire(ctx, 1)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	// None available: 0 is still had at once.
+	ok, err = s.TryAcquire(ctx, 0)
+	require.NoError(t, err)
+	assert.True(t, ok, "tryAcquire(0)")
+	start := time.Now()
+	require.NoError(t, s.Acquire(ctx, 0))
+	assert.Less(t, time.Since(start), time.Second, "acquire(0) does not wait")
+	assert.Equal(t, "0", rdb.Get(ctx, "sem-zero").Val(), "nothing taken")
+
+	// release(0): no change, no message (a waiter stays waiting).
+	waiter := make(chan error, 1)
+	go func() { waiter <- s.Acquire(ctx, 1) }()
+	sub := client(t, srv.Addr).Subscribe(ctx, "redisson_sc:{sem-zero}")
+	defer sub.Close()
+	_, err = sub.Receive(ctx)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(ctx, 0))
+	assert.Equal(t, "0", rdb.Get(ctx, "sem-zero").Val(), "nothing given back")
+	select {
+	case msg := <-sub.Channel():
+		t.Errorf("release(0) published %v", msg)
+	case err := <-waiter:
+		t.Errorf("a waiter got a permit after release(0): %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, s.Release(ctx, 1))
+	select {
+	case <-sub.Channel(): // what release(0) did not send
+	case <-time.After(5 * time.Second):
+		t.Error("release(1) published nothing on the channel watched")
+	}
+	require.NoError(t, <-waiter)
+
+	_, err = rt.Semaphore("").TryAcquire(ctx, 0)
+	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "the name is still checked")
+	require.NoError(t, rt.Close(ctx))
+	assert.ErrorIs(t, s.Acquire(ctx, 0), actorlock.ErrClosed)
+	assert.ErrorIs(t, s.Release(ctx, 0), actorlock.ErrClosed)
+}
