@@ -12,8 +12,14 @@ import (
 
 // ErrWrongKind: the name holds another kind of object than the handle's
 // (a read-write lock read through a Lock handle, a semaphore's STRING read
-// as a lock, ...), or something that is no actorlock/Redisson object.
-var ErrWrongKind error = sentinelError("actorlock: another kind of object")
+// as a lock, ...), or something that is no actorlock/Redisson object. One
+// kind per name: an acquisition refuses with it, doing nothing, when a
+// read-write lock holds the name of a reentrant or fair lock, a reentrant or
+// fair lock holds the name of a read-write lock, or the key is of another
+// Redis type. A reentrant and a fair lock on one name cannot be told apart
+// (Redisson gives both the same hash): they exclude each other, as in
+// Redisson, the fair lock's queue order not binding the reentrant lock.
+var ErrWrongKind error = sentinelError("actorlock: the name holds another kind of object")
 
 // LockInfo is who holds a lock, read from Redis: any owner, of this
 // runtime or another, Go or Java (Redisson).

@@ -155,7 +155,8 @@ func (l *Lock) check(ctx context.Context, optErr error) error {
 }
 
 // IsLocked reports whether any owner holds the lock (a read-write lock's
-// locker: holds it in its own mode).
+// locker: holds it in its own mode; the read side also when the writer
+// holds a read, as Redisson's readLock().isLocked()).
 func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
@@ -163,7 +164,9 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 	var locked bool
 	var err error
 	switch l.key.Kind {
-	case messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
+	case messages.Kind_KIND_READ:
+		locked, err = readLocked(ctx, l.rt.rdb, l.key.Name)
+	case messages.Kind_KIND_WRITE:
 		var mode string
 		mode, err = l.rt.rdb.HGet(ctx, l.key.Name, "mode").Result()
 		locked = (mode == "read" && l.key.Kind == messages.Kind_KIND_READ) || (mode == "write" && l.key.Kind == messages.Kind_KIND_WRITE)

@@ -9,10 +9,21 @@ import (
 )
 
 // Locker is a lock as a sync.Locker (as etcd's concurrency.NewLocker), for
-// code that takes one. Lock waits as long as it takes and Unlock cannot
-// report errors, so prefer Lock.Acquire, which can: use a Locker only where
-// a sync.Locker is required. Every Lock acquires as a new owner, so
-// goroutines sharing a Locker exclude each other, as with a sync.Mutex.
+// code that takes one.
+//
+// Once the runtime is closed, Lock never returns: a goroutine waiting in
+// Lock when Close comes, or calling it afterwards, stays blocked until the
+// process exits (Err reports ErrClosed). A sync.Locker cannot fail, and of
+// what is left, panicking crashes a service in its graceful shutdown and
+// returning would run the caller's critical section without the lock while
+// another process may hold it; a blocked goroutine harms nothing but
+// itself. So stop the goroutines that lock before closing the runtime.
+// Unlock after Close does not block (Err reports the outcome).
+//
+// Lock waits as long as it takes and Unlock cannot report errors, so prefer
+// Lock.Acquire, which can: use a Locker only where a sync.Locker is
+// required. Every Lock acquires as a new owner, so goroutines sharing a
+// Locker exclude each other, as with a sync.Mutex.
 type Locker struct {
 	rt   *Runtime
 	name string
@@ -23,19 +34,21 @@ type Locker struct {
 }
 
 // Locker returns a sync.Locker on the reentrant lock name, held with the
-// watchdog. A bad name is refused with ErrInvalidArgument.
+// watchdog. A bad name is refused with ErrInvalidArgument; after Close, it
+// returns ErrClosed.
 func (rt *Runtime) Locker(name string) (*Locker, error) {
 	if err := rt.Lock(name).err; err != nil {
 		return nil, err
+	}
+	if rt.closed.Load() {
+		return nil, fmt.Errorf("actorlock: locker %q: %w", name, ErrClosed)
 	}
 	return &Locker{rt: rt, name: name}, nil
 }
 
 // Lock waits until the lock is acquired. When Redis cannot be reached it
 // tries again (after 100 ms, doubling up to 2 s; Err reports the failure
-// meanwhile). It panics with an error wrapping ErrClosed if the runtime is
-// closed, since a sync.Locker cannot fail and returning would let the
-// caller run unprotected.
+// meanwhile). Once the runtime is closed it blocks for good (see Locker).
 func (k *Locker) Lock() {
 	backoff := 100 * time.Millisecond
 	for {
@@ -47,7 +60,10 @@ func (k *Locker) Lock() {
 			return
 		}
 		if errors.Is(err, ErrClosed) {
-			panic(fmt.Errorf("actorlock: Locker.Lock %q: %w", k.name, err))
+			k.mu.Lock()
+			k.err = fmt.Errorf("actorlock: Locker.Lock %q: %w", k.name, ErrClosed)
+			k.mu.Unlock()
+			select {} // never returns unprotected (see Locker)
 		}
 		k.mu.Lock()
 		k.err = err

@@ -46,6 +46,7 @@ func defaultConfig() config {
 		callTimeout: 10 * time.Second,
 		handoffs:    8,
 		fairWait:    5 * time.Minute,
+		tokenTTL:    defaultTokenTTL,
 		replicaSync: actors.ReplicaSync{Attempts: 3},
 	}
 }
@@ -122,7 +123,17 @@ func WithIdleTimeout(d time.Duration) Option {
 // WithCallTimeout bounds one Redis call of the runtime, its internal retries
 // included, to within a twentieth of d (50 ms at most) more: calls starting
 // together share one deadline. Default 10 s; go-redis's own dial, read and
-// write timeouts usually end a call earlier.
+// write timeouts may end a call earlier.
+//
+// It holds with any client. A call Redis does not answer in time fails
+// with an error that says so ("Redis did not answer within the call
+// timeout of 1.5s") and matches context.DeadlineExceeded; whether its
+// command ran is then unknown, and a lock it may have taken is given back.
+// go-redis ends a command with its context only when the client has
+// ContextTimeoutEnabled; with a client without it (go-redis's default), the
+// runtime stops waiting at the deadline itself and leaves the command to
+// finish on a goroutine of its own, until the client's read timeout ends
+// it: set ContextTimeoutEnabled to save that goroutine per call.
 func WithCallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -133,23 +144,30 @@ func WithCallTimeout(d time.Duration) Option {
 }
 
 // WithFencingCounterTTL makes a lock name's fencing counter
-// (redisson_lock_token:{name}) expire d after the name's last acquisition.
-// Default 0: it never expires, as Redisson's RFencedLock keeps it.
+// (redisson_lock_token:{name}) expire d after the name's last acquisition,
+// or, with d = 0, never expire: the counter Redisson's RFencedLock keeps.
 //
-// Our tokens rise either way: each is max(counter + 1, the Redis server's
-// clock in microseconds), so they survive a counter that expired, was lost
-// or rolled back (as long as that clock does not step back). What the TTL
-// changes:
-//   - Keys left behind: with no TTL, every name ever locked keeps its
-//     counter, one string key (about 100 bytes of Redis memory for a short
-//     name: 10 MB per 100k names); a released name leaves nothing else for
-//     long (its unlock latches expire after the call timeout). With many
-//     short-lived names, set a TTL.
-//   - Java and Go on one name: RFencedLock takes its token by INCR of the same
-//     counter. Kept, the counter carries our clock-based value, so Java's
-//     tokens follow ours in one rising sequence. Expired, RFencedLock starts
-//     again at 1: its tokens then fall below ours and a resource fenced by
-//     both refuses its writes. Do not set a TTL on names Redisson also locks.
+// Default: 1 minute (never less than the call timeout), so that a released
+// name leaves no key without an expiry and Redis memory follows the names
+// in use, not every name ever locked (a permanent counter is one string key,
+// about 150 bytes, per name for ever: 1.5 GB per 10 million names).
+//
+// Why a short TTL is safe: each token is max(counter + 1, the Redis server's
+// clock in microseconds), so tokens rise whether the counter is there or
+// not, as long as that clock does not step back; the counter only carries
+// the tokens of acquisitions faster than one per microsecond, which the
+// clock passes within microseconds. The one reader that needs it longer is
+// an unlock's retry, which tells a re-entry after its own earlier attempt by
+// the counter: it comes within the call timeout, hence the floor. A TTL
+// shorter than the call timeout is raised to it. A counter that expires
+// while its lock is held (a hold longer than the TTL) changes nothing.
+//
+// Why choose 0 (a permanent counter): for names that Redisson's
+// RFencedLock also locks. RFencedLock takes its token by INCR of the same
+// counter. Kept, the counter carries our clock-based value, so Java's tokens
+// follow ours in one rising sequence. Expired, RFencedLock starts again at
+// 1: its tokens then fall below ours and a resource fenced by both refuses
+// its writes. The cost is one key per name ever locked.
 func WithFencingCounterTTL(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
@@ -157,6 +175,19 @@ func WithFencingCounterTTL(d time.Duration) Option {
 		}
 		c.tokenTTL = d
 	}
+}
+
+// defaultTokenTTL is WithFencingCounterTTL's default (see its doc).
+const defaultTokenTTL = time.Minute
+
+// fencingCounterTTL is the TTL the scripts set on fencing counters: 0 for a
+// permanent counter, else at least the call timeout, which bounds the
+// retries of an unlock that read the counter.
+func (c *config) fencingCounterTTL() time.Duration {
+	if c.tokenTTL == 0 {
+		return 0
+	}
+	return max(c.tokenTTL, c.callTimeout)
 }
 
 // WithMaxHandoffs sets how many times in a row a lock released by a local

@@ -139,7 +139,10 @@ func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.L
 		Watchdog:    cfg.watchdog,
 		IdleAfter:   cfg.idleAfter,
 		CallTimeout: cfg.callTimeout,
-		TokenTTL:    cfg.tokenTTL,
+		// Without it, each lock script call costs a goroutine, so that the
+		// call timeout still holds.
+		ClientEndsCalls: endsCallsWithContext(rt.rdb),
+		TokenTTL:        cfg.fencingCounterTTL(),
 		// Long enough to cover go-redis's and our own retries of one
 		// unlock, short enough not to pile up keys.
 		LatchTTL:      cfg.callTimeout,
@@ -313,4 +316,19 @@ func newUUID() string {
 	b[8] = b[8]&0x3f | 0x80
 	h := hex.EncodeToString(b[:])
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// endsCallsWithContext reports whether rdb ends a command when its context
+// ends: go-redis clients do so only with ContextTimeoutEnabled (otherwise
+// their read timeout ends it). A client of another type is not trusted to.
+func endsCallsWithContext(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }

@@ -1,5 +1,14 @@
 package actorlock
 
+import (
+	"context"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/scripts"
+)
+
 // ReadWriteLock is a handle on one read-write lock: its two lockers are the
 // read and the write side of the same Redis hash. It is safe to share
 // between goroutines, like Lock.
@@ -21,3 +30,27 @@ func (rw *ReadWriteLock) ReadLocker() *Lock { return rw.read }
 // WriteLocker is the write side: one owner at a time, while no other owner
 // reads.
 func (rw *ReadWriteLock) WriteLocker() *Lock { return rw.write }
+
+// readLocked reports whether some owner holds a read of read-write lock
+// name: in mode read, or in mode write when the writer also reads (a
+// writer may take the read side: its read field <owner> then sits beside
+// its write field <owner>:write).
+func readLocked(ctx context.Context, rdb redis.UniversalClient, name string) (bool, error) {
+	fields, err := rdb.HGetAll(ctx, name).Result()
+	if err != nil {
+		return false, err
+	}
+	switch fields["mode"] {
+	case "read":
+		return true, nil
+	case "write":
+		for f := range fields {
+			if owner, ok := strings.CutSuffix(f, scripts.RWWriteField("")); ok {
+				if _, reads := fields[owner]; reads {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}

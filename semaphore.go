@@ -38,31 +38,41 @@ func (s *Semaphore) AddPermits(ctx context.Context, permits int64) error {
 // Acquire waits until n permits are available and takes them. It returns
 // ctx's error when ctx ends first (permits obtained meanwhile are given
 // back), ErrClosed when the runtime closes, or a wrapped Redis error.
-// Waiters of one runtime are served first come, first served.
+// Waiters of one runtime are served first come, first served. Acquire(0)
+// takes nothing and returns at once, as Redisson's acquire(0).
 func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
-	if err := positive(n); err != nil {
+	if err := notNegative(n); err != nil {
 		return err
+	}
+	if n == 0 {
+		return s.check(ctx)
 	}
 	_, err := acquirePermit(ctx, &s.primitive, false, n, 0, false)
 	return err
 }
 
 // TryAcquire takes n permits if available now, and reports whether it did.
+// TryAcquire(0) takes nothing and reports true, as Redisson's tryAcquire(0).
 func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
-	if err := positive(n); err != nil {
+	if err := notNegative(n); err != nil {
 		return false, err
+	}
+	if n == 0 {
+		err := s.check(ctx)
+		return err == nil, err
 	}
 	res, err := acquirePermit(ctx, &s.primitive, false, n, 0, true)
 	return res.Acquired, err
 }
 
 // Release gives back n permits and wakes waiters. It takes effect exactly
-// once, even when re-attempted after a broken connection.
+// once, even when re-attempted after a broken connection. Release(0) does
+// nothing (nor wakes anyone), as Redisson's release(0).
 func (s *Semaphore) Release(ctx context.Context, n int64) error {
-	if err := positive(n); err != nil {
+	if err := notNegative(n); err != nil {
 		return err
 	}
-	if err := s.check(ctx); err != nil {
+	if err := s.check(ctx); err != nil || n == 0 {
 		return err
 	}
 	return s.redis().ReleasePermits(ctx, s.name, n)
@@ -220,9 +230,11 @@ func permitArgs(n int64, lease time.Duration) error {
 	return nonNegative("lease", lease)
 }
 
-func positive(n int64) error {
-	if n < 1 {
-		return fmt.Errorf("%w: permits %d is not positive", ErrInvalidArgument, n)
+// notNegative checks a Semaphore's permit count: 0 is a no-op, as in
+// Redisson, which also refuses a negative count.
+func notNegative(n int64) error {
+	if n < 0 {
+		return fmt.Errorf("%w: permits %d is negative", ErrInvalidArgument, n)
 	}
 	return nil
 }

@@ -7,9 +7,12 @@
 //		...
 //	}
 //
-// Redis starts a redis-server on a free loopback port (skipping the test,
-// with an install hint, when redis-server is not installed) and can stop,
-// kill, pause and restart it to inject faults.
+// Redis starts a redis-server on a free loopback port and can stop, kill,
+// pause and restart it to inject faults. When redis-server is not
+// installed, the test is skipped with an install hint, except where a skip
+// would let a suite pass having tested nothing: in CI (CI=true, as CI
+// services set it) or when ACTORLOCKTEST_REQUIRE=1, the test fails instead.
+// ACTORLOCKTEST_REQUIRE=0 allows the skip in CI.
 //
 // actorlock needs a real Redis, not miniredis (the in-process fake): there,
 // keys expire only when the test moves miniredis's clock, so a lease that
@@ -19,7 +22,9 @@ package actorlocktest
 
 import (
 	"context"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -41,11 +46,15 @@ type Server struct {
 // Redis starts a redis-server without persistence on a free loopback port
 // and kills it when the test ends. args are extra configuration directives
 // ("--maxmemory", "10mb"). Without redis-server in PATH, the test is
-// skipped with an install hint; any other failure fails it.
+// skipped with an install hint, or fails in CI or when required (see
+// RequireEnv); any other failure fails it.
 func Redis(t testing.TB, args ...string) *Server {
 	t.Helper()
 	if _, err := redisserver.Binary(); err != nil {
-		t.Skipf("actorlocktest: %v", err)
+		if why := redisRequired(); why != "" {
+			t.Fatalf("actorlocktest: %v; failing, not skipping, since %s", err, why)
+		}
+		t.Skipf("actorlocktest: %v (set %s=1 to fail instead)", err, RequireEnv)
 	}
 	srv, err := redisserver.Start(args...)
 	if err != nil {
@@ -53,6 +62,27 @@ func Redis(t testing.TB, args ...string) *Server {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	return &Server{Addr: srv.Addr, srv: srv}
+}
+
+// RequireEnv is the environment variable that says whether a test must
+// fail, rather than skip, when redis-server is missing: a true value ("1",
+// "true") requires it, a false one ("0", "false") allows the skip even in
+// CI. Unset or empty, CI decides: CI=true requires it.
+const RequireEnv = "ACTORLOCKTEST_REQUIRE"
+
+// redisRequired says why a missing redis-server fails the test, or "" if
+// it may be skipped.
+func redisRequired() string {
+	if v := os.Getenv(RequireEnv); v != "" {
+		if on, err := strconv.ParseBool(v); err != nil || on {
+			return RequireEnv + "=" + v
+		}
+		return ""
+	}
+	if on, _ := strconv.ParseBool(os.Getenv("CI")); on {
+		return "CI=" + os.Getenv("CI") + " (set " + RequireEnv + "=0 to skip)"
+	}
+	return ""
 }
 
 // URL is the server's address as a redis:// URL (for redis.ParseURL, or a

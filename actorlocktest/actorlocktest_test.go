@@ -3,6 +3,9 @@ package actorlocktest
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +52,8 @@ func TestRedisSkipsWithoutRedisServer(t *testing.T) {
 	reached := false
 	t.Run("no redis-server", func(t *testing.T) {
 		t.Setenv("PATH", t.TempDir())
+		t.Setenv("CI", "")
+		t.Setenv(RequireEnv, "")
 		Redis(t)
 		reached = true
 	})
@@ -101,5 +106,52 @@ func (f *fakeTB) Fatalf(format string, a ...any) {
 func (f *fakeTB) cleanup() {
 	for i := len(f.cleanups) - 1; i >= 0; i-- {
 		f.cleanups[i]()
+	}
+}
+
+// childEnv marks the run of this test binary that
+// TestRedisFailsWithoutRedisServerWhenRequired starts, in which Redis is
+// called without redis-server.
+const childEnv = "ACTORLOCKTEST_CHILD"
+
+// In CI, or when asked, a missing redis-server fails the test: a skip
+// would let the suite pass having tested nothing. Run in a child process
+// of the test binary, since the failure is the outcome.
+func TestRedisFailsWithoutRedisServerWhenRequired(t *testing.T) {
+	if os.Getenv(childEnv) == "1" {
+		Redis(t)
+		t.Log("Redis returned")
+		return
+	}
+	for _, tc := range []struct {
+		env  []string
+		fail bool
+	}{
+		{[]string{"CI=true"}, true},
+		{[]string{RequireEnv + "=1"}, true},
+		{[]string{"CI=true", RequireEnv + "=0"}, false},
+		{nil, false},
+		{[]string{"CI=false"}, false},
+	} {
+		t.Run(strings.Join(append([]string{"env"}, tc.env...), " "), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRedisFailsWithoutRedisServerWhenRequired$", "-test.v")
+			for _, kv := range os.Environ() {
+				if k, _, _ := strings.Cut(kv, "="); k != "CI" && k != RequireEnv && k != "PATH" {
+					cmd.Env = append(cmd.Env, kv)
+				}
+			}
+			cmd.Env = append(cmd.Env, "PATH="+t.TempDir(), childEnv+"=1")
+			cmd.Env = append(cmd.Env, tc.env...)
+			out, err := cmd.CombinedOutput()
+			if tc.fail {
+				assert.Error(t, err, "the child run fails")
+				assert.Contains(t, string(out), "--- FAIL")
+				assert.Contains(t, string(out), "failing, not skipping")
+			} else {
+				assert.NoError(t, err, "the child run passes")
+				assert.Contains(t, string(out), "--- SKIP")
+			}
+			assert.NotContains(t, string(out), "Redis returned")
+		})
 	}
 }

@@ -36,6 +36,11 @@ type Config struct {
 	IdleAfter time.Duration
 	// CallTimeout bounds one Redis call (retries included).
 	CallTimeout time.Duration
+	// ClientEndsCalls says that Redis ends a command when its context does
+	// (go-redis's ContextTimeoutEnabled). Otherwise a script call returns
+	// at its deadline while the command goes on, on a goroutine of its own
+	// (scripts.WithCallBound), so that CallTimeout holds for any client.
+	ClientEndsCalls bool
 	// TokenTTL is how long a fencing counter lives after the name's last
 	// acquisition; 0 sets no expiry (tokens rise either way).
 	TokenTTL time.Duration
@@ -131,11 +136,32 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 }
 
 func newEnv(cfg Config) *runtimeEnv {
-	ctx, cancel := context.WithCancel(scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall))
-	return &runtimeEnv{Config: cfg, callsCtx: ctx, cancelCall: cancel, idle: make(chan func()),
+	e := &runtimeEnv{Config: cfg, idle: make(chan func()),
 		timers: scheduler.NewTimerScheduler(cfg.System.Root), wakeups: newWakeups(cfg.System.Root),
 		batched: &scripts.Batched{UniversalClient: cfg.Redis, Flights: pipelineFlights}}
+	ctx := scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall)
+	if !cfg.ClientEndsCalls {
+		ctx = scripts.WithCallBound(ctx, &e.calls)
+	}
+	e.callsCtx, e.cancelCall = context.WithCancel(ctx)
+	return e
 }
+
+// CallTimeoutError is the cause of a Redis call's context ending at the
+// runtime's call timeout: Redis did not answer in time (a frozen or
+// overloaded server, a network partition). It is a
+// context.DeadlineExceeded for errors.Is.
+type CallTimeoutError struct{ After time.Duration }
+
+func (e CallTimeoutError) Error() string {
+	return "Redis did not answer within the call timeout of " + e.After.String()
+}
+
+// Is makes it match context.DeadlineExceeded.
+func (CallTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// Timeout reports true, as net errors that time out do.
+func (CallTimeoutError) Timeout() bool { return true }
 
 // pipelineFlights is how many pipelines of lock scripts may be on the wire
 // at once (scripts.Batched).
@@ -155,7 +181,7 @@ func (e *runtimeEnv) callCtx() context.Context {
 		return c.ctx
 	}
 	window := min(e.CallTimeout/20, 50*time.Millisecond)
-	ctx, cancel := context.WithDeadline(e.callsCtx, now.Add(e.CallTimeout+window))
+	ctx, cancel := context.WithDeadlineCause(e.callsCtx, now.Add(e.CallTimeout+window), CallTimeoutError{e.CallTimeout})
 	e.sharedCall.Store(&sharedCall{ctx: ctx, until: now.Add(window), cancel: cancel})
 	return ctx
 }
@@ -306,7 +332,8 @@ func mayHaveRun(err error) bool {
 	var operr *net.OpError
 	var verr *tls.CertificateVerificationError
 	var herr tls.RecordHeaderError
-	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr)
+	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr) &&
+		!errors.Is(err, scripts.ErrWrongKind) // refused before writing anything
 }
 
 // Drift is the safety margin taken off a lease when computing how long a

@@ -97,15 +97,30 @@ func (s script) variantFor(c any) variant {
 // replay.
 func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *redis.Cmd {
 	s.observe(ctx)
-	return s.variantFor(c).Run(ctx, c, keys, args...)
+	v := s.variantFor(c)
+	cmd, err := bounded(ctx, func() (*redis.Cmd, error) {
+		cmd := v.Run(ctx, c, keys, args...)
+		return cmd, cmd.Err()
+	})
+	if cmd == nil {
+		return failedCmd(ctx, err)
+	}
+	if err != nil {
+		cmd.SetErr(err)
+	}
+	return cmd
 }
 
 // evalOnce runs s by EVALSHA, falling back to EVAL when the server does not
 // have it cached (NOSCRIPT means it did not run), never letting go-redis
-// replay it.
+// replay it; bounded by ctx (see WithCallBound).
 func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...any) (any, error) {
 	s.observe(ctx)
 	v := s.variantFor(c)
+	return bounded(ctx, func() (any, error) { return v.evalOnce(ctx, c, keys, args) })
+}
+
+func (v variant) evalOnce(ctx context.Context, c Client, keys []string, args []any) (any, error) {
 	hash := v.Hash()
 	if hash == "" {
 		// Hashed by the server (FIPS mode), not loaded yet. If SCRIPT LOAD

@@ -12,7 +12,8 @@
 -- ARGV[5] fencing counter TTL ms, 0 = never expire
 -- ARGV[6] "1" to join the queue when the lock cannot be had, "0" not to
 -- Returns {1, holdCount, token} when held, else {0, ttl}: how long before
--- something changes for the owner without a message (see turn_hint).
+-- something changes for the owner without a message (see turn_hint), or {-3}
+-- when a read-write lock holds the name.
 local now = now_ms()
 prune(KEYS[2], KEYS[3], now)
 local owner, lease, wait = ARGV[2], tonumber(ARGV[1]), tonumber(ARGV[3])
@@ -27,6 +28,9 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
     return grant(KEYS[1], KEYS[4], owner, lease, nil, ARGV[5])
   end
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return {-3} -- a read-write lock holds the name: one kind per name
 end
 if ARGV[6] == '1' and not redis.call('zscore', KEYS[3], owner) then
   -- Join the back: its deadline is the one of the waiter ahead (or the

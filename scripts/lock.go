@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 var (
@@ -60,10 +62,20 @@ func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL))
 }
 
+// ErrWrongKind: the lock's name holds another kind of object: a read-write
+// lock for a reentrant or fair lock, a reentrant or fair lock for a
+// read-write lock, or a key of another Redis type (a semaphore's STRING,
+// ...). One kind per name: the acquisition did nothing.
+var ErrWrongKind error = sentinel.Error("actorlock: the name holds another kind of object")
+
 // grantScript runs an acquire script, never retried, and reads its grant.
 func grantScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Grant, error) {
 	res, err := s.evalOnce(ctx, c, keys, args...)
 	if err != nil {
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			// The script's first access to the key failed: nothing written.
+			return Grant{}, fmt.Errorf("%w: its key is of another Redis type", ErrWrongKind)
+		}
 		return Grant{}, err
 	}
 	v, err := ints(res)
@@ -79,6 +91,8 @@ func grantOf(v []int64) (Grant, error) {
 		return Grant{Acquired: true, HoldCount: v[1], Token: v[2]}, nil
 	case len(v) == 2 && v[0] == 0:
 		return Grant{HolderTTL: pttl(v[1])}, nil
+	case len(v) == 1 && v[0] == -3:
+		return Grant{}, ErrWrongKind
 	}
 	return Grant{}, fmt.Errorf("scripts: unexpected grant reply %v", v)
 }

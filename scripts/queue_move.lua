@@ -13,40 +13,37 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
 
--- First the due items at the head of the insertion-order list: they leave
--- it by one LTRIM. Usually that is all of them (items are offered roughly in
--- due order, and a backlog is all due), which keeps a move O(batch) instead
--- of one list scan (LREM) per item.
+-- The due items, earliest due first (as Redisson's transfer takes them:
+-- by its timeout ZSET), then out of the insertion-order list. When they are
+-- the list's head, as usual (items are offered roughly in due order, and a
+-- backlog is all due), one LTRIM removes them, which keeps a move O(batch)
+-- instead of one list scan (LREM) per item.
 local members = {}
 local late = {}
-local head = redis.call('lrange', KEYS[3], 0, limit - 1)
-for _, member in ipairs(head) do
-  local due = redis.call('zscore', KEYS[2], member)
-  if not due or tonumber(due) > now then
-    break
-  end
-  members[#members + 1] = member
-  late[#late + 1] = now - tonumber(due)
+local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'withscores', 'limit', 0, limit)
+local pending = {}
+for i = 1, #due, 2 do
+  members[#members + 1] = due[i]
+  late[#late + 1] = now - tonumber(due[i + 1])
+  pending[due[i]] = true
 end
 if #members > 0 then
-  redis.call('ltrim', KEYS[3], #members, -1)
-  redis.call('zrem', KEYS[2], unpack(members))
-end
-
--- Then due items elsewhere in the list, earliest first.
-if #members < limit then
-  local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'withscores', 'limit', 0, limit - #members)
-  if #due > 0 then
-    local moved = {}
-    for i = 1, #due, 2 do
-      local member = due[i]
-      redis.call('lrem', KEYS[3], 1, member)
-      members[#members + 1] = member
-      late[#late + 1] = now - tonumber(due[i + 1])
-      moved[#moved + 1] = member
+  local head = redis.call('lrange', KEYS[3], 0, #members - 1)
+  local atHead = #head == #members
+  for _, member in ipairs(head) do
+    if not pending[member] then
+      atHead = false
+      break
     end
-    redis.call('zrem', KEYS[2], unpack(moved))
   end
+  if atHead then
+    redis.call('ltrim', KEYS[3], #members, -1)
+  else
+    for _, member in ipairs(members) do
+      redis.call('lrem', KEYS[3], 1, member)
+    end
+  end
+  redis.call('zrem', KEYS[2], unpack(members))
 end
 
 if #members > 0 then

@@ -23,7 +23,9 @@
 --   seen: the owner's hold count as the caller knew it, or nil on a first
 --   attempt. A re-attempt after an unknown outcome passes seen; finding
 --   seen + 1 means the earlier attempt took effect, so it is not counted
---   twice. Returns {1, holdCount, token} or {0, pttl of the holder}.
+--   twice. Returns {1, holdCount, token}, {0, pttl of the holder}, or {-3}
+--   when the hash is a read-write lock's (it has a mode field: one kind per
+--   name).
 local function next_token(counter, ttl)
   local now = redis.call('time')
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
@@ -61,7 +63,13 @@ local function grant(lock, counter, owner, lease, seen, ttl)
     redis.call('pexpire', lock, lease)
     return {1, 1, next_token(counter, ttl)}
   end
-  local count = tonumber(redis.call('hget', lock, owner) or '0')
+  -- The owner's count and the read-write lock's mode field in one command.
+  -- A key of another type fails here, before anything is written.
+  local fields = redis.call('hmget', lock, owner, 'mode')
+  if fields[2] then
+    return {-3}
+  end
+  local count = tonumber(fields[1] or '0')
   if count == 0 then
     return {0, redis.call('pttl', lock)}
   end

@@ -10,9 +10,13 @@
 --         bounded by key <prefix>:<n>
 -- ARGV[5] owner's read count as last known, "" on a first attempt
 -- ARGV[6] fencing counter TTL ms, 0 = never expire
--- Returns {1, readCount, token} or {0, pttl of the lock}.
+-- Returns {1, readCount, token}, {0, pttl of the lock}, or {-3} when the
+-- hash has no mode: a reentrant or fair lock holds the name.
 local lease = tonumber(ARGV[1])
 local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode and redis.call('exists', KEYS[1]) == 1 then
+  return {-3}
+end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
   return {0, redis.call('pttl', KEYS[1])}
 end

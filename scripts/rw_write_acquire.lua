@@ -7,10 +7,14 @@
 -- ARGV[2] owner's write field <owner>:write
 -- ARGV[3] owner's write count as last known, "" on a first attempt
 -- ARGV[4] fencing counter TTL ms, 0 = never expire
--- Returns {1, writeCount, token} or {0, pttl of the lock}.
+-- Returns {1, writeCount, token}, {0, pttl of the lock}, or {-3} when the
+-- hash has no mode: a reentrant or fair lock holds the name.
 local lease = tonumber(ARGV[1])
 local mode = redis.call('hget', KEYS[1], 'mode')
 if not mode then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return {-3}
+  end
   redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
   redis.call('pexpire', KEYS[1], lease)
   return {1, 1, next_token(KEYS[2], ARGV[4])}

@@ -239,11 +239,11 @@ func TestFencingTokensRiseAfterFailoverToLaggingReplica(t *testing.T) {
 }
 
 // The counter deleted, expired, re-created at 1 by Redisson's RFencedLock or
-// set back by hand: tokens keep rising. By default the counter never
-// expires, as Redisson's does not.
+// set back by hand: tokens keep rising. With WithFencingCounterTTL(0) the
+// counter never expires, as Redisson's does not.
 func TestFencingTokensRiseWhenTheCounterIsLost(t *testing.T) {
 	t.Parallel()
-	_, rdb, rt := setup(t)
+	_, rdb, rt := setup(t, actorlock.WithFencingCounterTTL(0))
 	ctx := ctxFor(t, 60*time.Second)
 	const name = "lost"
 	locks := fencingLocks(rt, name)
@@ -251,7 +251,7 @@ func TestFencingTokensRiseWhenTheCounterIsLost(t *testing.T) {
 	key := tokenKey(name)
 
 	acquireEach(t, ctx, &tr, locks, 1)
-	assert.Equal(t, time.Duration(-1), rdb.PTTL(ctx, key).Val(), "no expiry by default")
+	assert.Equal(t, time.Duration(-1), rdb.PTTL(ctx, key).Val(), "no expiry with a TTL of 0")
 	first := tr.highest()
 
 	require.NoError(t, rdb.Del(ctx, key).Err())
@@ -279,11 +279,12 @@ func TestFencingTokensRiseWhenTheCounterIsLost(t *testing.T) {
 }
 
 // WithFencingCounterTTL: the counter expires that long after the name's
-// last acquisition, and tokens keep rising past its expiry.
+// last acquisition (the call timeout at least), and tokens keep rising past
+// its expiry.
 func TestFencingCounterTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
-	_, rdb, rt := setup(t, actorlock.WithFencingCounterTTL(ttl))
+	_, rdb, rt := setup(t, actorlock.WithFencingCounterTTL(ttl), actorlock.WithCallTimeout(ttl))
 	ctx := ctxFor(t, 60*time.Second)
 	const name = "expiring"
 	locks := fencingLocks(rt, name)
@@ -315,15 +316,15 @@ redis.call('pexpire', KEYS[1], ARGV[1])
 return redis.call('incr', KEYS[2])
 `)
 
-// Go and Java sharing a fenced lock: with the counter kept (the default),
-// RFencedLock's INCR continues from our tokens, so its tokens and ours
-// interleave in one rising sequence. With an expiring counter, RFencedLock
+// Go and Java sharing a fenced lock: with the counter kept
+// (WithFencingCounterTTL(0)), RFencedLock's INCR continues from our tokens,
+// so its tokens and ours interleave in one rising sequence. With an expiring counter, RFencedLock
 // restarts at 1 after the expiry: its tokens fall below ours (ours still
 // rise), so a resource fenced by both refuses its writes. That is why the
-// counter is kept by default.
+// counter can be kept.
 func TestFencingTokensMixedWithRedissonFencedLock(t *testing.T) {
 	t.Parallel()
-	srv, rdb, rt := setup(t)
+	srv, rdb, rt := setup(t, actorlock.WithFencingCounterTTL(0))
 	ctx := ctxFor(t, 60*time.Second)
 	const name = "mixed"
 	const javaOwner = "6f1c9a3e-0000-4000-8000-000000000001:1"
@@ -348,7 +349,7 @@ func TestFencingTokensMixedWithRedissonFencedLock(t *testing.T) {
 	}
 
 	// The trade-off of an expiring counter, shown: Java starts again at 1.
-	expiring := newRuntime(t, client(t, srv.Addr), actorlock.WithFencingCounterTTL(time.Second))
+	expiring := newRuntime(t, client(t, srv.Addr), actorlock.WithFencingCounterTTL(time.Second), actorlock.WithCallTimeout(time.Second))
 	const short = "mixed-expiring"
 	h, err := expiring.Lock(short).Acquire(ctx)
 	require.NoError(t, err)

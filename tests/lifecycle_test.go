@@ -302,7 +302,8 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("Redis keys left: %d (fencing counters and unlock latches)", keys)
 	// No lock is left held; what remains is one fencing counter per name
-	// (kept, like Redisson's RFencedLock's) and unlock latches that expire.
+	// and unlock latches, all expiring (TestReleasedNamesLeaveNoPermanentKey
+	// checks that no key lacks an expiry).
 	var counters, latches int
 	iter := rdb.Scan(ctx, 0, "*", 10_000).Iterator()
 	for iter.Next(ctx) {

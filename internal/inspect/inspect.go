@@ -57,7 +57,7 @@ var (
 	// ErrWrongKind: the name holds another kind of object than the one
 	// asked for (a read-write lock read as a reentrant lock, ...). Package
 	// actorlock declares the same sentinel, as its users see it.
-	ErrWrongKind error = sentinel.Error("actorlock: another kind of object")
+	ErrWrongKind error = sentinel.Error("actorlock: the name holds another kind of object")
 	// ErrInvalidArgument: an empty name, a bad kind or limit.
 	ErrInvalidArgument = errors.New("inspect: invalid argument")
 )

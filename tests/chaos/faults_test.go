@@ -126,7 +126,9 @@ var injectors = []injector{
 		}},
 	{"redis-sigstop", "Redis frozen for 1 to 1.5 leases: Done() closes before another grant; waits end on time",
 		func(h *harness) (fault, bool) {
-			h.longHolder(5 * time.Second) // land in a hold, across renewals
+			if !h.inLongHold() {
+				return fault{}, false
+			}
 			t := now()
 			_ = h.srv.Pause()
 			time.Sleep(time.Duration(float64(h.lease) * (1 + h.rng.Float64()/2)))
@@ -135,7 +137,9 @@ var injectors = []injector{
 		}},
 	{"redis-restart-aof-always", "SIGKILL and restart with AOF always: holds survive, no overlap",
 		func(h *harness) (fault, bool) {
-			h.longHolder(5 * time.Second) // land in a hold, across renewals
+			if !h.inLongHold() {
+				return fault{}, false
+			}
 			t := now()
 			if err := h.srv.Restart(); err != nil {
 				h.t.Errorf("restart: %v", err)
@@ -175,7 +179,9 @@ var injectors = []injector{
 		failoverToLaggingReplica},
 	{"client-pause-write", "CLIENT PAUSE WRITE for 3/4 lease: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
-			h.longHolder(5 * time.Second) // land in a hold, across renewals
+			if !h.inLongHold() {
+				return fault{}, false
+			}
 			ctx, cancel := h.ctx(5 * time.Second)
 			defer cancel()
 			d := 3 * h.lease / 4
@@ -188,7 +194,9 @@ var injectors = []injector{
 		}},
 	{"debug-sleep", "DEBUG SLEEP 3/4 lease: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
-			h.longHolder(5 * time.Second) // land in a hold, across renewals
+			if !h.inLongHold() {
+				return fault{}, false
+			}
 			ctx, cancel := h.ctx(10 * time.Second)
 			defer cancel()
 			t := now()
@@ -199,7 +207,9 @@ var injectors = []injector{
 		}},
 	{"busy-script", "a script spinning 2.5 s (BUSY after 1 s) then SCRIPT KILL: no overlap, waits end on time",
 		func(h *harness) (fault, bool) {
-			h.longHolder(5 * time.Second) // land in a hold, across renewals
+			if !h.inLongHold() {
+				return fault{}, false
+			}
 			ctx, cancel := h.ctx(10 * time.Second)
 			defer cancel()
 			spin, killer := h.admin.Conn(), h.admin.Conn()
@@ -220,7 +230,9 @@ var injectors = []injector{
 		}},
 	{"pubsub-kill", "CLIENT KILL TYPE pubsub, 5 times in 1 s: waiters re-subscribe; no overlap",
 		func(h *harness) (fault, bool) {
-			h.longHolder(5 * time.Second) // land in a hold, across renewals
+			if !h.inLongHold() {
+				return fault{}, false
+			}
 			ctx, cancel := h.ctx(5 * time.Second)
 			defer cancel()
 			t := now()

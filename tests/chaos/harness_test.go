@@ -240,6 +240,13 @@ func (h *harness) pickHolder() *proc {
 	return h.longHolder(10 * time.Second)
 }
 
+// inLongHold waits for a worker in a long hold with at least 1.25 leases
+// to go, so that a fault of Redis injected now lands in a hold and across
+// its renewals; false if none came (the fault is then not placed, and
+// tried again later), which on a loaded machine with few grants a second
+// is not rare.
+func (h *harness) inLongHold() bool { return h.longHolder(10*time.Second) != nil }
+
 // longHolder waits up to limit for a worker in a long hold with at least
 // 1.25 leases to go.
 func (h *harness) longHolder(limit time.Duration) *proc {
