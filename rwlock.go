@@ -2,6 +2,7 @@ package actorlock
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -36,19 +37,28 @@ func (rw *ReadWriteLock) WriteLocker() *Lock { return rw.write }
 // writer may take the read side: its read field <owner> then sits beside
 // its write field <owner>:write).
 func readLocked(ctx context.Context, rdb redis.UniversalClient, name string) (bool, error) {
-	fields, err := rdb.HGetAll(ctx, name).Result()
-	if err != nil {
+	// HGET and HKEYS, which the least-privilege ACL user has (HGETALL it
+	// does not need elsewhere), in one round trip.
+	var mode *redis.StringCmd
+	var keys *redis.StringSliceCmd
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		mode, keys = p.HGet(ctx, name, "mode"), p.HKeys(ctx, name)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return false, err
 	}
-	switch fields["mode"] {
+	switch mode.Val() {
 	case "read":
 		return true, nil
 	case "write":
+		fields := map[string]bool{}
+		for _, f := range keys.Val() {
+			fields[f] = true
+		}
 		for f := range fields {
-			if owner, ok := strings.CutSuffix(f, scripts.RWWriteField("")); ok {
-				if _, reads := fields[owner]; reads {
-					return true, nil
-				}
+			if owner, ok := strings.CutSuffix(f, scripts.RWWriteField("")); ok && fields[owner] {
+				return true, nil
 			}
 		}
 	}

@@ -187,7 +187,7 @@ func TestGoDocShowsErrorTextsAndConstantValues(t *testing.T) {
 		`ErrNotAcquired\s+error = sentinelError\("actorlock: lock not acquired"\)`,
 		`ErrLost\s+error = sentinelError\("actorlock: lock lost"\)`,
 		`var ErrPermitExpired error = sentinelError\("actorlock: permit expired"\)`,
-		`var ErrWrongKind error = sentinelError\("actorlock: another kind of object"\)`,
+		`var ErrWrongKind error = sentinelError\("actorlock: the name holds another kind of object"\)`,
 		`const MaxPermitsPerCall = 1000`,
 	} {
 		assert.Regexp(t, want, doc)

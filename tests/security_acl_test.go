@@ -91,6 +91,17 @@ var aclProbes = map[string]aclProbe{
 		_, err = l.Acquire(h.Context()) // re-entry
 		return err
 	},
+	"+hmget": func(ctx context.Context, e probeEnv) error {
+		// An acquisition of a held lock reads the owner's count and the
+		// mode field (one kind per name) in one HMGET.
+		l := e.rt.Lock(e.name)
+		h, err := l.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = l.Acquire(h.Context())
+		return err
+	},
 	"+hexists": tryFair, "+lindex": tryFair,
 	"+zincrby": func(ctx context.Context, e probeEnv) error {
 		// The head of the queue takes the lock and moves the waiter behind
