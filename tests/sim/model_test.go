@@ -42,8 +42,8 @@ type hold struct {
 	// ErrLost; abandoned: its group was unlocked (its Done must follow).
 	released, toldLost, abandoned time.Time
 	// ctxUnlock: an Unlock returned its ctx's error (the release completes).
-	ctxUnlock time.Time
-	doneSeen  time.Time
+	ctxUnlock   time.Time
+	doneSeen    time.Time
 	absentSince time.Time
 }
 

@@ -169,8 +169,10 @@ func (w *world) newRuntime(s *slot) error {
 	f := newFaults(w, s.idx, c.seed+uint64(s.gen)*131, c.readTimeouts[s.idx])
 	addr := w.srv.Addr
 	rdb := redis.NewClient(&redis.Options{
-		Addr:         fmt.Sprintf("sim-slot-%d:%d", s.idx, w.srv.Port),
-		Dialer:       func(ctx context.Context, network, _ string) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, network, addr) },
+		Addr: fmt.Sprintf("sim-slot-%d:%d", s.idx, w.srv.Port),
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
 		ReadTimeout:  c.readTimeouts[s.idx],
 		WriteTimeout: c.readTimeouts[s.idx],
 		DialTimeout:  time.Second,
