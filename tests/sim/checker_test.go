@@ -136,7 +136,7 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 				m.fail("Unlock's result matches the Held", n, []string{h.field}, "Unlock returned nil but Done's cause is %v", cause)
 			}
 			if !h.toldLost.IsZero() && !errors.Is(cause, actorlock.ErrLost) && !errors.Is(cause, actorlock.ErrClosed) {
-				m.fail("Unlock's result matches the Held", n, []string{h.field}, "Unlock returned ErrLost but Done's cause is %v", cause)
+				m.failKnown(known5(h), "Unlock's result matches the Held", n, []string{h.field}, "Unlock returned ErrLost but Done's cause is %v", cause)
 			}
 			continue
 		}
@@ -145,7 +145,7 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 			m.fail("Unlock's result matches the Held", n, []string{h.field},
 				"Unlock returned nil %.3fs ago; Done is still open (Err %v)", now.Sub(h.released).Seconds(), h.h.Err())
 		case !h.toldLost.IsZero() && now.Sub(h.toldLost) > tol:
-			m.fail("Unlock's result matches the Held", n, []string{h.field},
+			m.failKnown(known5(h), "Unlock's result matches the Held", n, []string{h.field},
 				"Unlock returned ErrLost %.3fs ago; Done is still open (Err %v) and the hold may be renewed for nobody", now.Sub(h.toldLost).Seconds(), h.h.Err())
 		case !h.abandoned.IsZero() && now.Sub(h.abandoned) > m.orphanBound():
 			m.fail("nothing is kept for a caller who let it go", n, []string{h.field},
@@ -167,6 +167,15 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 				"token %d (lease %v) has been missing from Redis for %.3fs and its Done is still open", h.h.Token(), h.lease, now.Sub(h.absentSince).Seconds())
 		}
 	}
+}
+
+// known5: an Unlock told ErrLost after an earlier one returned its ctx's
+// error, the shape of issue 23's defect 5.
+func known5(h *hold) int {
+	if !h.ctxUnlock.IsZero() {
+		return 5
+	}
+	return 0
 }
 
 // believed is the number of holds of field the library should count in
@@ -323,7 +332,8 @@ func (m *model) taint(n *nameState, field string, now time.Time) {
 // checkReleased: after Unlock returned nil for an owner's last hold, with
 // nothing else of that owner in flight or being given back, Redis holds
 // nothing of it (every Unlock result matches Redis).
-func (m *model) checkReleased(ctx context.Context, n *nameState, field string, worker int) {
+func (m *model) checkReleased(ctx context.Context, n *nameState, hd *hold, worker int) {
+	field := hd.field
 	m.mu.Lock()
 	c, ok := believed(n, field)
 	if c > 0 || !ok || n.inFlight[field] > 0 || time.Now().Before(n.taint[field]) {
@@ -345,7 +355,12 @@ func (m *model) checkReleased(ctx context.Context, n *nameState, field string, w
 		return
 	}
 	if v != "" && v != "0" {
-		m.fail("every Unlock result matches Redis", n, []string{field},
-			"worker %d's Unlock of the owner's last hold returned nil, yet Redis still counts %s for it", worker, v)
+		// A failed Unlock retried after a re-entry is defect 3's shape.
+		defect := 0
+		if hd.failedUnlock || n.unlockFailed[field] {
+			defect = 3
+		}
+		m.failKnown(defect, "every Unlock result matches Redis", n, []string{field},
+			"worker %d's Unlock of token %d (the owner's last hold; an earlier Unlock of it failed: %v) returned nil, yet Redis still counts %s for it", worker, hd.h.Token(), hd.failedUnlock, v)
 	}
 }

@@ -42,9 +42,11 @@ type hold struct {
 	// ErrLost; abandoned: its group was unlocked (its Done must follow).
 	released, toldLost, abandoned time.Time
 	// ctxUnlock: an Unlock returned its ctx's error (the release completes).
-	ctxUnlock   time.Time
-	doneSeen    time.Time
-	absentSince time.Time
+	ctxUnlock time.Time
+	// failedUnlock: an Unlock of it failed (Redis, or its ctx).
+	failedUnlock bool
+	doneSeen     time.Time
+	absentSince  time.Time
 }
 
 func (h *hold) live() bool { return h.doneSeen.IsZero() }
@@ -77,6 +79,9 @@ type nameState struct {
 	// model's at every quiet look.
 	mismatchSince map[string]time.Time
 	conflictSince map[[2]uint64]time.Time
+	// unlockFailed: an Unlock of some hold of the field failed (Redis or
+	// ctx) while the field may have had other holds (defect 3's shape).
+	unlockFailed map[string]bool
 }
 
 type interval struct{ from, to time.Time }
@@ -138,6 +143,9 @@ type model struct {
 	first  *violation
 	// unlisted: entries of rt.Held() no caller got back, since when.
 	unlisted map[tokKey]time.Time
+	// knownSeen counts violations shaped like a known defect (SIM_KNOWN).
+	knownSeen  map[int]int
+	knownFirst map[int]*violation
 }
 
 type tokKey struct {
@@ -154,19 +162,38 @@ type request struct {
 }
 
 func newModel(w *world) *model {
-	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}}
+	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}}
 }
 
 func (m *model) addName(name string, kind int) {
 	n := &nameState{name: name, kind: kind, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
-		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}}
+		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}, unlockFailed: map[string]bool{}}
 	m.names[name] = n
 	m.list = append(m.list, n)
 }
 
 // fail records the first violation and stops the run.
 func (m *model) fail(invariant string, n *nameState, owners []string, format string, args ...any) {
+	m.failKnown(0, invariant, n, owners, format, args...)
+}
+
+// failKnown is fail for a violation whose shape is that of issue 23's
+// defect (0: none). With SIM_KNOWN naming it, it is counted (its first
+// instance kept) and the run goes on, so that a run on a library with
+// that defect can look for others.
+func (m *model) failKnown(defect int, invariant string, n *nameState, owners []string, format string, args ...any) {
 	if m.first != nil {
+		return
+	}
+	if defect > 0 && m.w.cfg.known[defect] {
+		m.knownSeen[defect]++
+		if m.knownSeen[defect] == 1 {
+			v := &violation{invariant: invariant, owners: owners, detail: fmt.Sprintf(format, args...), at: time.Since(m.w.start)}
+			if n != nil {
+				v.name, v.history = n.name, n.history(m.w.start)
+			}
+			m.knownFirst[defect] = v
+		}
 		return
 	}
 	v := &violation{invariant: invariant, owners: owners, detail: fmt.Sprintf(format, args...), at: time.Since(m.w.start)}

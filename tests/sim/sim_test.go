@@ -115,6 +115,17 @@ func narrow(c *config) error {
 	if !c.opOn(opClose) {
 		c.closeEvery = 0
 	}
+	c.known = map[int]bool{}
+	for _, item := range strings.Split(os.Getenv("SIM_KNOWN"), ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		d, err := strconv.Atoi(item)
+		if err != nil || d < 1 || d > 7 {
+			return fmt.Errorf("SIM_KNOWN: %q is not a defect number 1..7", item)
+		}
+		c.known[d] = true
+	}
 	return nil
 }
 

@@ -13,23 +13,24 @@ import (
 
 // Operation kinds of the workload (bit per kind in config.opMask).
 const (
-	opAcquire   = iota // Acquire, with or without WaitTime and LeaseTime
-	opTry              // TryAcquire
-	opReenter          // an acquisition with a Held's Context (or as a reader's writer: ErrUpgrade)
-	opWithOwner        // acquisitions through WithOwner handles shared by workers
-	opUnlock           // Unlock: once, twice, concurrently, with a ctx that ends first
-	opExtend           // Extend
-	opForce            // ForceUnlock through some runtime
-	opDel              // DEL by another client
-	opCancel           // Acquire whose ctx is cancelled at a random moment
-	opMulti            // MultiLock
-	opRed              // RedLock over the runtimes
-	opTiny             // LeaseTime under 10 ms: ErrInvalidArgument
-	opClose            // a runtime closed mid-run (config.closeEvery)
+	opAcquire     = iota // Acquire, with or without WaitTime and LeaseTime
+	opTry                // TryAcquire
+	opReenter            // an acquisition with a Held's Context (or as a reader's writer: ErrUpgrade)
+	opWithOwner          // acquisitions through WithOwner handles shared by workers
+	opUnlock             // Unlock: once, twice, concurrently, with a ctx that ends first
+	opExtend             // Extend
+	opForce              // ForceUnlock through some runtime
+	opDel                // DEL by another client
+	opCancel             // Acquire whose ctx is cancelled at a random moment
+	opMulti              // MultiLock
+	opRed                // RedLock over the runtimes
+	opTiny               // LeaseTime under 10 ms: ErrInvalidArgument
+	opClose              // a runtime closed mid-run (config.closeEvery)
+	opUnlockTwice        // Unlock again at once after one whose ctx ended first
 	nOps
 )
 
-var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close"}
+var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice"}
 
 var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1}
 
@@ -201,6 +202,7 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 		}
 		n = m.names[parent.name]
 		base = parent.h.Context()
+		write = false
 		if n.kind == kRW {
 			write = parent.write && wk.rng.IntN(2) == 0 || !parent.write && wk.rng.IntN(6) == 0
 			upgrade = write && !parent.write
@@ -290,7 +292,7 @@ func (wk *worker) unlock(hd *hold) bool {
 		if isFinal(err) {
 			return true
 		}
-		if wk.rng.IntN(2) == 0 {
+		if wk.rng.IntN(2) == 0 || !wk.w.cfg.opOn(opUnlockTwice) {
 			return false
 		}
 		return isFinal(wk.unlockCall(n, hd, 2*time.Second, "unlock again"))
@@ -363,12 +365,17 @@ func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what
 		m.taint(n, hd.field, now)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		hd.ctxUnlock = now
+		hd.failedUnlock = true
+		n.unlockFailed[hd.field] = true
+	default:
+		hd.failedUnlock = true
+		n.unlockFailed[hd.field] = true
 	}
 	m.mu.Unlock()
 	m.opEnd(n, hd.field)
 	if err == nil && !hd.group {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		m.checkReleased(ctx, n, hd.field, wk.id)
+		m.checkReleased(ctx, n, hd, wk.id)
 		cancel()
 	}
 	return err
