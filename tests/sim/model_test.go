@@ -79,6 +79,8 @@ type nameState struct {
 	// model's at every quiet look.
 	mismatchSince map[string]time.Time
 	conflictSince map[[2]uint64]time.Time
+	// restarts: the model's, shared (for known2).
+	restarts []interval
 	// unlockFailed: an Unlock of some hold of the field failed (Redis or
 	// ctx) while the field may have had other holds (defect 3's shape).
 	unlockFailed map[string]bool

@@ -367,6 +367,9 @@ func (w *world) faultLoop(res *result) {
 			// Holds granted before it may overlap holds granted after,
 			// until the older ones' leases are over (README: unsafe).
 			w.model.restarts = append(w.model.restarts, interval{from, time.Now().Add(c.maxLease() + c.tol)})
+			for _, n := range w.model.list {
+				n.restarts = w.model.restarts
+			}
 			w.model.mu.Unlock()
 		}
 	}
