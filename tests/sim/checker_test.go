@@ -173,7 +173,7 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 // of another hold of its owner) failed or returned its ctx's error: the
 // shape of issue 23's defect 5.
 func known5(n *nameState, h *hold) int {
-	if !h.ctxUnlock.IsZero() || n.unlockFailed[h.field] {
+	if !h.ctxUnlock.IsZero() || n.unlockFailed[h.owner] {
 		return 5
 	}
 	return known2(n, h)
@@ -383,7 +383,7 @@ func (m *model) checkReleased(ctx context.Context, n *nameState, hd *hold, worke
 	if v != "" && v != "0" {
 		// A failed Unlock retried after a re-entry is defect 3's shape.
 		defect := 0
-		if hd.failedUnlock || n.unlockFailed[field] {
+		if hd.failedUnlock || n.unlockFailed[hd.owner] {
 			defect = 3
 		}
 		m.failKnown(defect, "every Unlock result matches Redis", n, []string{field},

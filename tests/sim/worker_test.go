@@ -370,10 +370,10 @@ func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		hd.ctxUnlock = now
 		hd.failedUnlock = true
-		n.unlockFailed[hd.field] = true
+		n.unlockFailed[hd.owner] = true
 	default:
 		hd.failedUnlock = true
-		n.unlockFailed[hd.field] = true
+		n.unlockFailed[hd.owner] = true
 	}
 	m.mu.Unlock()
 	m.opEnd(n, hd.field)
