@@ -88,7 +88,7 @@ type nameState struct {
 
 type interval struct{ from, to time.Time }
 
-const histLen = 48
+const histLen = 160
 
 func (n *nameState) record(worker int, format string, args ...any) {
 	e := event{t: time.Now(), worker: worker, what: fmt.Sprintf(format, args...)}
@@ -100,10 +100,29 @@ func (n *nameState) record(worker int, format string, args ...any) {
 	n.histAt = (n.histAt + 1) % histLen
 }
 
-func (n *nameState) history(start time.Time) string {
+// history is the shortened history of the name for a violation: the
+// events of owners (faults, breaks, restarts and closes always), the last
+// 40 of them.
+func (n *nameState) history(start time.Time, owners ...string) string {
 	evs := append(append([]event(nil), n.hist[n.histAt:]...), n.hist[:n.histAt]...)
-	var b strings.Builder
+	var keep []event
 	for _, e := range evs {
+		match := len(owners) == 0 || e.worker < 0 && !strings.HasPrefix(e.what, "Done of")
+		for _, o := range owners {
+			match = match || strings.Contains(e.what, short(strings.TrimSuffix(o, ":write")))
+		}
+		if match {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) > 40 {
+		keep = keep[len(keep)-40:]
+	}
+	var b strings.Builder
+	if len(keep) < len(evs) {
+		fmt.Fprintf(&b, "    (%d of the last %d events: those of the owners above, faults, breaks, closes)\n", len(keep), len(evs))
+	}
+	for _, e := range keep {
 		who := "-"
 		if e.worker >= 0 {
 			who = "w" + strconv.Itoa(e.worker)
@@ -148,6 +167,10 @@ type model struct {
 	// knownSeen counts violations shaped like a known defect (SIM_KNOWN).
 	knownSeen  map[int]int
 	knownFirst map[int]*violation
+	// SIM_KEEP_GOING: violations by invariant, the first of each.
+	byInvariant map[string]int
+	firstOf     map[string]*violation
+	order       []string
 }
 
 type tokKey struct {
@@ -164,7 +187,7 @@ type request struct {
 }
 
 func newModel(w *world) *model {
-	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}}
+	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}, byInvariant: map[string]int{}, firstOf: map[string]*violation{}}
 }
 
 func (m *model) addName(name string, kind int) {
@@ -192,7 +215,7 @@ func (m *model) failKnown(defect int, invariant string, n *nameState, owners []s
 		if m.knownSeen[defect] == 1 {
 			v := &violation{invariant: invariant, owners: owners, detail: fmt.Sprintf(format, args...), at: time.Since(m.w.start)}
 			if n != nil {
-				v.name, v.history = n.name, n.history(m.w.start)
+				v.name, v.history = n.name, n.history(m.w.start, owners...)
 			}
 			m.knownFirst[defect] = v
 		}
@@ -201,7 +224,15 @@ func (m *model) failKnown(defect int, invariant string, n *nameState, owners []s
 	v := &violation{invariant: invariant, owners: owners, detail: fmt.Sprintf(format, args...), at: time.Since(m.w.start)}
 	if n != nil {
 		v.name = n.name
-		v.history = n.history(m.w.start)
+		v.history = n.history(m.w.start, owners...)
+	}
+	if m.w.cfg.keepGoing {
+		// Count every violation by invariant, keep the first of each.
+		if m.byInvariant[invariant]++; m.byInvariant[invariant] == 1 {
+			m.firstOf[invariant] = v
+			m.order = append(m.order, invariant)
+		}
+		return
 	}
 	m.first = v
 	m.w.stop()

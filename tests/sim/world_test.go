@@ -48,6 +48,8 @@ type config struct {
 	// known: issue 23's defects whose violations are counted, not failed
 	// (SIM_KNOWN), to look past them on a library that has them.
 	known map[int]bool
+	// keepGoing (SIM_KEEP_GOING): count violations and go on to the end.
+	keepGoing bool
 }
 
 func (c *config) faultOn(k int) bool { return c.faultMask&(1<<k) != 0 }
@@ -309,6 +311,12 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	bg.Wait()
 	if v := w.finish(ignore); v != nil && w.model.first == nil {
 		w.model.first = v
+	}
+	for _, inv := range w.model.order {
+		logf("%d violations of %q; the first:\n%v", w.model.byInvariant[inv], inv, w.model.firstOf[inv])
+		if w.model.first == nil {
+			w.model.first = w.model.firstOf[inv]
+		}
 	}
 	res.v = w.model.first
 	for d, k := range w.model.knownSeen {
