@@ -107,7 +107,8 @@ func (n *nameState) history(start time.Time, owners ...string) string {
 	evs := append(append([]event(nil), n.hist[n.histAt:]...), n.hist[:n.histAt]...)
 	var keep []event
 	for _, e := range evs {
-		match := len(owners) == 0 || e.worker < 0 && !strings.HasPrefix(e.what, "Done of")
+		match := len(owners) == 0 || e.worker < 0 && !strings.HasPrefix(e.what, "Done of") ||
+			strings.HasPrefix(e.what, "DEL") || strings.HasPrefix(e.what, "force-unlock")
 		for _, o := range owners {
 			match = match || strings.Contains(e.what, short(strings.TrimSuffix(o, ":write")))
 		}
@@ -306,6 +307,19 @@ func short(owner string) string {
 		return owner[:8] + "…" + owner[i:]
 	}
 	return owner
+}
+
+// writes reports whether owner has a write hold of n the model knows of
+// (its Done may have closed since: then the library may refuse or grant).
+func (m *model) writes(n *nameState, owner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range n.holds {
+		if h.owner == owner && h.write && h.released.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // breakName records a force-unlock or DEL of name over [from, to].

@@ -209,7 +209,9 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 		write = false
 		if n.kind == kRW {
 			write = parent.write && wk.rng.IntN(2) == 0 || !parent.write && wk.rng.IntN(6) == 0
-			upgrade = write && !parent.write
+			// A read hold's context asking for the write side is an
+			// upgrade unless its owner also writes (a downgrade's read).
+			upgrade = write && !parent.write && !m.writes(n, parent.owner)
 		}
 		field = parent.owner
 	}

@@ -64,9 +64,9 @@ func drawConfig(seed uint64, d time.Duration) *config {
 	c := &config{
 		seed:        seed,
 		duration:    d,
-		names:       24 + r.IntN(140),
+		names:       60 + r.IntN(240),
 		runtimes:    1 + r.IntN(3),
-		workers:     12 + r.IntN(20),
+		workers:     16 + r.IntN(32),
 		faultRate:   0.06 + 0.06*r.Float64(),
 		faultMask:   1<<nFaultKinds - 1,
 		opMask:      1<<nOps - 1,
@@ -82,8 +82,12 @@ func drawConfig(seed uint64, d time.Duration) *config {
 	}
 	if raceEnabled {
 		c.tol = 2 * time.Second
-		c.workers = 8 + r.IntN(10)
+		c.workers = 8 + r.IntN(16)
 	}
+	// Enough names that most acquisitions do not wait (a waiting worker
+	// does nothing else), few enough that some do: about two names per
+	// hold the workers keep (each keeps up to maxHolds, 1.5 on average).
+	c.names = max(c.names, 3*c.runtimes*c.workers)
 	for i := 0; i < c.runtimes; i++ {
 		rt := 3 * time.Second
 		if r.IntN(2) == 0 {
