@@ -61,6 +61,12 @@ func (m *model) sweep(ctx context.Context) {
 			fields = cmds[i].Val()
 			m.checkRedisExclusion(n, fields)
 		}
+		if redisOK {
+			n.free = append(n.free, sample{t0, len(fields) == 0})
+			if len(n.free) > 200 {
+				n.free = append(n.free[:0], n.free[len(n.free)-150:]...)
+			}
+		}
 		m.checkHolds(n, fields, redisOK, epochs[i], t0, now)
 		if redisOK {
 			m.checkCounts(n, fields, epochs[i], t0)
@@ -184,15 +190,14 @@ func known5(n *nameState, h *hold) int {
 // merged into the lost hold).
 func known2(n *nameState, h *hold) int {
 	for _, b := range append(append([]interval(nil), n.breaks...), n.restarts...) {
-		before, after := false, false
-		for _, o := range n.holds {
-			if o.field == h.field {
-				before = before || o.since.Before(b.from)
-				after = after || o.since.After(b.from)
+		// An older hold the break may have ended, and a newer one of the
+		// same owner granted after the break began.
+		for _, o1 := range n.holds {
+			for _, o2 := range n.holds {
+				if o1.owner == h.owner && o2.owner == h.owner && o1.since.Before(o2.since) && o1.since.Before(b.to) && o2.since.After(b.from) {
+					return 2
+				}
 			}
-		}
-		if before && after {
-			return 2
 		}
 	}
 	return 0
@@ -388,5 +393,39 @@ func (m *model) checkReleased(ctx context.Context, n *nameState, hd *hold, worke
 		}
 		m.failKnown(defect, "every Unlock result matches Redis", n, []string{field},
 			"worker %d's Unlock of token %d (the owner's last hold; an earlier Unlock of it failed: %v) returned nil, yet Redis still counts %s for it", worker, hd.h.Token(), hd.failedUnlock, v)
+	}
+}
+
+// checkStarved: a fair waiter that waited its whole (long) wait time in
+// vain must not have done so while the lock stood free. Bound: a stale
+// queue entry ahead of it expires within the fair wait timeout; a lost
+// wake-up costs at most a lease (the waiter re-checks); a lease more for
+// a holder lost meanwhile, and tol. Windows of CLIENT PAUSE WRITE and
+// restarts (and a lease after) do not count as free.
+func (m *model) checkStarved(n *nameState, from, to time.Time, worker int) {
+	c := m.w.cfg
+	bound := c.fairWait + 3*c.maxLease() + c.tol
+	var streak time.Time
+	for _, s := range n.free {
+		if s.t.Before(from) || s.t.After(to) {
+			continue
+		}
+		stalled := false
+		for _, iv := range m.stalls {
+			stalled = stalled || !s.t.Before(iv.from) && s.t.Before(iv.to)
+		}
+		if !s.free || stalled {
+			streak = time.Time{}
+			continue
+		}
+		if streak.IsZero() {
+			streak = s.t
+		}
+		if s.t.Sub(streak) > bound {
+			m.fail("a fair waiter is not left waiting while the lock is free", n, nil,
+				"worker %d waited %.1fs and got ErrNotAcquired; the lock was free at every look for %.1fs (bound %v) from %.3fs",
+				worker, to.Sub(from).Seconds(), s.t.Sub(streak).Seconds(), bound, streak.Sub(m.w.start).Seconds())
+			return
+		}
 	}
 }

@@ -45,6 +45,8 @@ type faults struct {
 	conns map[*faultConn]struct{}
 	// pubsubSlowUntil: until then, reads of pub/sub connections are delayed.
 	pubsubSlowUntil time.Time
+	// lossyUntil: until then, half the replies are lost.
+	lossyUntil time.Time
 }
 
 func newFaults(w *world, slot int, seed uint64, readTimeout time.Duration) *faults {
@@ -59,6 +61,12 @@ func (f *faults) draw() (int, time.Duration) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// Right after a long delay, replies are lost in a burst: what a
+	// struggling connection does, and what a give-back of a late grant
+	// meets while its retries run (issue 23, defect 1).
+	if time.Now().Before(f.lossyUntil) && cfg.faultOn(fLostReply) && f.rng.IntN(2) == 0 {
+		return fLostReply, 0
+	}
 	if f.rng.Float64() >= cfg.faultRate {
 		return -1, 0
 	}
@@ -160,6 +168,11 @@ func (f *faults) apply(kind int, delay time.Duration, names []string, desc strin
 			return err
 		}
 		time.Sleep(delay)
+		if kind == fDelayLong {
+			f.mu.Lock()
+			f.lossyUntil = time.Now().Add(time.Duration(200+f.rng.IntN(600)) * time.Millisecond)
+			f.mu.Unlock()
+		}
 		return err
 	}
 }

@@ -81,12 +81,19 @@ type nameState struct {
 	conflictSince map[[2]uint64]time.Time
 	// restarts: the model's, shared (for known2).
 	restarts []interval
+	// free: sweeps' samples of whether the name's key was absent.
+	free []sample
 	// unlockFailed: an Unlock of some hold of the field failed (Redis or
 	// ctx) while the field may have had other holds (defect 3's shape).
 	unlockFailed map[string]bool
 }
 
 type interval struct{ from, to time.Time }
+
+type sample struct {
+	t    time.Time
+	free bool
+}
 
 const histLen = 160
 
@@ -159,6 +166,8 @@ type model struct {
 	byTok map[tokKey]*hold
 	// restarts: intervals in which Redis restarted without persistence.
 	restarts []interval
+	// stalls: CLIENT PAUSE WRITE and restarts, each until a lease after.
+	stalls []interval
 	// inFlight requests: id -> (what, started, bound)
 	reqs   map[uint64]*request
 	reqSeq uint64

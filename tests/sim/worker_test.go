@@ -139,15 +139,22 @@ func (wk *worker) dur(lo, hi time.Duration) time.Duration {
 func (wk *worker) acquireOpts(n *nameState, try bool) (ctxTimeout time.Duration, opts []actorlock.AcquireOption, bound time.Duration, leased bool) {
 	c := wk.w.cfg
 	// Mostly short: a worker blocked on a held name does nothing else.
-	ctxTimeout = wk.dur(20*time.Millisecond, 300*time.Millisecond)
-	if wk.rng.IntN(5) == 0 {
+	// Some outlast a reply delayed past a lease (the waiter is still
+	// there when its late grant comes back).
+	switch v := wk.rng.IntN(10); {
+	case v < 7:
+		ctxTimeout = wk.dur(20*time.Millisecond, 300*time.Millisecond)
+	case v < 9:
 		ctxTimeout = wk.dur(300*time.Millisecond, 2*time.Second)
+	default:
+		ctxTimeout = wk.dur(2*time.Second, 5*time.Second)
 	}
 	bound = ctxTimeout
 	if !try && wk.rng.IntN(2) == 0 {
 		wait := wk.dur(0, 250*time.Millisecond)
-		if n.kind == kFair && wk.rng.IntN(10) == 0 {
-			wait = wk.dur(3*time.Second, 5*time.Second)
+		if n.kind == kFair && wk.rng.IntN(30) == 0 {
+			// Long enough for the starvation check (checkStarved).
+			wait = wk.dur(8*time.Second, 9*time.Second)
 			ctxTimeout = wait + time.Second
 		}
 		opts = append(opts, actorlock.WaitTime(wait))
@@ -233,6 +240,7 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 	ctx, cancel := context.WithTimeout(base, ctxTimeout)
 	defer cancel()
 	m.opStart(n, field)
+	started := time.Now()
 	id := m.begin(wk.id, opNames[op]+" "+n.name, n.name, bound)
 	var h *actorlock.Held
 	var err error
@@ -250,6 +258,9 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 	if err != nil {
 		m.mu.Lock()
 		n.record(wk.id, "%s -> %s", desc, errKind(err))
+		if n.kind == kFair && errors.Is(err, actorlock.ErrNotAcquired) && bound-wk.w.cfg.tol >= 8*time.Second {
+			m.checkStarved(n, started, time.Now(), wk.id)
+		}
 		if field != "" {
 			// A grant may still come back and be given back.
 			m.taint(n, field, time.Now())

@@ -368,6 +368,7 @@ func (w *world) faultLoop(res *result) {
 			if err := w.admin.Do(w.ctx, "CLIENT", "PAUSE", ms, "WRITE").Err(); err == nil {
 				w.countFault(fPauseWrite, nil, "")
 				w.model.note("fault: CLIENT PAUSE WRITE %dms", ms)
+				w.model.stall(time.Now().Add(time.Duration(ms)*time.Millisecond + c.maxLease()))
 			}
 		case k == 7 && c.faultOn(fRestart) && restarts < 2 && r.IntN(4) == 0:
 			restarts++
@@ -379,12 +380,20 @@ func (w *world) faultLoop(res *result) {
 			// Holds granted before it may overlap holds granted after,
 			// until the older ones' leases are over (README: unsafe).
 			w.model.restarts = append(w.model.restarts, interval{from, time.Now().Add(c.maxLease() + c.tol)})
+			w.model.stalls = append(w.model.stalls, interval{from, time.Now().Add(c.maxLease() + c.tol)})
 			for _, n := range w.model.list {
 				n.restarts = w.model.restarts
 			}
 			w.model.mu.Unlock()
 		}
 	}
+}
+
+// stall records a window in which waiters cannot be served.
+func (m *model) stall(until time.Time) {
+	m.mu.Lock()
+	m.stalls = append(m.stalls, interval{time.Now(), until})
+	m.mu.Unlock()
 }
 
 // note records a global event in every name's history.
