@@ -331,6 +331,19 @@ func (m *model) writes(n *nameState, owner string) bool {
 	return false
 }
 
+// brokenSince reports whether a force-unlock, DEL or restart may have hit
+// name n after t.
+func (m *model) brokenSince(n *nameState, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range append(append([]interval(nil), n.breaks...), m.restarts...) {
+		if b.to.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // breakName records a force-unlock or DEL of name over [from, to].
 func (m *model) breakName(n *nameState, from, to time.Time) {
 	m.mu.Lock()

@@ -218,7 +218,10 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 			write = parent.write && wk.rng.IntN(2) == 0 || !parent.write && wk.rng.IntN(6) == 0
 			// A read hold's context asking for the write side is an
 			// upgrade unless its owner also writes (a downgrade's read).
-			upgrade = write && !parent.write && !m.writes(n, parent.owner)
+			// After a force-unlock or DEL the read hold may be gone
+			// in Redis before its owner learns it: the write side is
+			// then free to it (its Held is lost, not an upgrade).
+			upgrade = write && !parent.write && !m.writes(n, parent.owner) && !m.brokenSince(n, parent.since)
 		}
 		field = parent.owner
 	}
