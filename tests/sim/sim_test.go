@@ -117,6 +117,20 @@ func narrow(c *config) error {
 	if !c.opOn(opClose) {
 		c.closeEvery = 0
 	}
+	for _, v := range []struct {
+		env string
+		to  *int
+	}{{"SIM_NAMES", &c.names}, {"SIM_WORKERS", &c.workers}, {"SIM_RUNTIMES", &c.runtimes}} {
+		if s := os.Getenv(v.env); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%s: %q is not a positive number", v.env, s)
+			}
+			*v.to = n
+		}
+	}
+	c.runtimes = min(c.runtimes, len(c.readTimeouts))
+	c.names = max(c.names, 6)
 	c.keepGoing = os.Getenv("SIM_KEEP_GOING") != ""
 	c.known = map[int]bool{}
 	for _, item := range strings.Split(os.Getenv("SIM_KNOWN"), ",") {
@@ -189,5 +203,23 @@ func shrink(t *testing.T, c *config, v *violation, budget time.Duration) {
 		cand.readTimeouts = cand.readTimeouts[:1]
 		try(cand)
 	}
-	t.Logf("shrunk (within %v; a concurrent run replays its seed, not its interleaving): %v\n%v", budget, &best, bestV)
+	t.Logf("shrunk (within %v; a concurrent run replays its seed, not its interleaving): %v\n  replay: %s ./dev.sh sim %v %d\n%v",
+		budget, &best, replayEnv(&best), best.duration, best.seed, bestV)
+}
+
+// replayEnv is the environment that narrows a run to c.
+func replayEnv(c *config) string {
+	var ops, faults []string
+	for k := 0; k < nOps; k++ {
+		if !c.opOn(k) {
+			ops = append(ops, "-"+opNames[k])
+		}
+	}
+	for k := 0; k < nFaultKinds; k++ {
+		if !c.faultOn(k) {
+			faults = append(faults, "-"+faultNames[k])
+		}
+	}
+	return fmt.Sprintf("SIM_OPS=%s SIM_FAULTS=%s SIM_NAMES=%d SIM_WORKERS=%d SIM_RUNTIMES=%d",
+		strings.Join(ops, ","), strings.Join(faults, ","), c.names, c.workers, c.runtimes)
 }
