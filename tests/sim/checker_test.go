@@ -154,7 +154,7 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 			m.failKnown(known5(n, h), "Unlock's result matches the Held", n, []string{h.field},
 				"Unlock returned ErrLost %.3fs ago; Done is still open (Err %v) and the hold may be renewed for nobody", now.Sub(h.toldLost).Seconds(), h.h.Err())
 		case !h.abandoned.IsZero() && now.Sub(h.abandoned) > m.orphanBound():
-			m.fail("nothing is kept for a caller who let it go", n, []string{h.field},
+			m.failKnown(4, "nothing is kept for a caller who let it go", n, []string{h.field},
 				"member of a group unlocked %.3fs ago is still held (Err %v)", now.Sub(h.abandoned).Seconds(), h.h.Err())
 		}
 		if !redisOK || h.unlocking > 0 || !h.ctxUnlock.IsZero() || !h.released.IsZero() || !h.toldLost.IsZero() || !h.abandoned.IsZero() || epochs[h.field] != n.epoch[h.field] {
@@ -342,7 +342,7 @@ func (m *model) checkListed(listed []listedHold, now time.Time) {
 			continue
 		}
 		if now.Sub(since) > m.orphanBound() {
-			m.fail("nothing is kept for a caller who let it go", n, []string{l.h.Owner},
+			m.failKnown(4, "nothing is kept for a caller who let it go", n, []string{l.h.Owner},
 				"runtime %d lists a hold (token %d, since %.3fs) that no caller got back, for %.3fs", l.slot, l.h.Token, now.Sub(l.h.Since).Seconds(), now.Sub(since).Seconds())
 		}
 	}
