@@ -27,12 +27,13 @@ const (
 	opTiny               // LeaseTime under 10 ms: ErrInvalidArgument
 	opClose              // a runtime closed mid-run (config.closeEvery)
 	opUnlockTwice        // Unlock again at once after one whose ctx ended first
+	opMessage            // an owner actor acquiring by message (Runtime.PID)
 	nOps
 )
 
-var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice"}
+var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message"}
 
-var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1}
+var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4}
 
 const maxHolds = 3
 
@@ -193,6 +194,8 @@ func (wk *worker) do(op int) {
 		wk.red()
 	case opTiny:
 		wk.tiny()
+	case opMessage:
+		wk.byMessage()
 	}
 }
 

@@ -66,7 +66,7 @@ func drawConfig(seed uint64, d time.Duration) *config {
 		duration:    d,
 		names:       60 + r.IntN(240),
 		runtimes:    1 + r.IntN(3),
-		workers:     16 + r.IntN(32),
+		workers:     48 + r.IntN(48), // in all; per runtime below
 		faultRate:   0.06 + 0.06*r.Float64(),
 		faultMask:   1<<nFaultKinds - 1,
 		opMask:      1<<nOps - 1,
@@ -82,8 +82,11 @@ func drawConfig(seed uint64, d time.Duration) *config {
 	}
 	if raceEnabled {
 		c.tol = 2 * time.Second
-		c.workers = 8 + r.IntN(16)
+		c.workers /= 2
 	}
+	// Workers mostly wait (on a held name, or on Redis): the CPU is not
+	// what bounds operations a minute, so a run has many.
+	c.workers = max(c.workers/c.runtimes, 4)
 	// Enough names that most acquisitions do not wait (a waiting worker
 	// does nothing else), few enough that some do: about two names per
 	// hold the workers keep (each keeps up to maxHolds, 1.5 on average).
