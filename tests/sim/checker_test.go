@@ -255,6 +255,12 @@ func (m *model) checkCounts(n *nameState, fields map[string]string, epochs map[s
 					defect = max(defect, known5(n, h))
 				}
 			}
+			if _, known := n.epoch[f]; !known && want == 0 {
+				// A hold no caller ever got back (a grant given back
+				// after a cancel, a member of a failed group round),
+				// kept: defect 4's shape.
+				defect = 4
+			}
 			m.failKnown(defect, invariant, n, []string{f}, "Redis counts %d, the live Helds %d, for %.3fs (bound %v)", got, want, t0.Sub(since).Seconds(), m.orphanBound())
 		}
 	}
