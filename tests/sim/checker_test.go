@@ -169,7 +169,7 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 			h.absentSince = t0
 		}
 		if now.Sub(h.absentSince) > m.lossBound(h) {
-			m.failKnown(known2(n, h), "a Held not Done is held in Redis by its owner", n, []string{h.field},
+			m.failKnown(known5(n, h), "a Held not Done is held in Redis by its owner", n, []string{h.field},
 				"token %d (lease %v) has been missing from Redis for %.3fs and its Done is still open", h.h.Token(), h.lease, now.Sub(h.absentSince).Seconds())
 		}
 	}
