@@ -182,6 +182,12 @@ func known5(n *nameState, h *hold) int {
 	if !h.ctxUnlock.IsZero() || n.unlockFailed[h.owner] {
 		return 5
 	}
+	if t, ok := n.concurrentUnlock[h.owner]; ok && t.After(h.since) {
+		// Found by this simulation (no fault needed): two Helds of one
+		// owner unlocked at once; one Unlock says ErrLost and its Held
+		// never ends. Numbered 8 here, after issue 23's seven.
+		return 8
+	}
 	return known2(n, h)
 }
 

@@ -83,6 +83,10 @@ type nameState struct {
 	restarts []interval
 	// free: sweeps' samples of whether the name's key was absent.
 	free []sample
+	// ownerUnlocks: Unlocks in flight per owner; concurrentUnlock: when
+	// an Unlock of the owner started while another was in flight.
+	ownerUnlocks     map[string]int
+	concurrentUnlock map[string]time.Time
 	// unlockFailed: an Unlock of some hold of the field failed (Redis or
 	// ctx) while the field may have had other holds (defect 3's shape).
 	unlockFailed map[string]bool
@@ -202,7 +206,7 @@ func newModel(w *world) *model {
 
 func (m *model) addName(name string, kind int) {
 	n := &nameState{name: name, kind: kind, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
-		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}, unlockFailed: map[string]bool{}}
+		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}}
 	m.names[name] = n
 	m.list = append(m.list, n)
 }

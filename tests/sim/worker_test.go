@@ -360,6 +360,9 @@ func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what
 	defer cancel()
 	m.mu.Lock()
 	hd.unlocking++
+	if n.ownerUnlocks[hd.owner]++; n.ownerUnlocks[hd.owner] > 1 {
+		n.concurrentUnlock[hd.owner] = time.Now()
+	}
 	m.mu.Unlock()
 	m.opStart(n, hd.field)
 	id := m.begin(wk.id, what+" "+n.name, n.name, timeout+wk.w.cfg.tol)
@@ -368,6 +371,9 @@ func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what
 	now := time.Now()
 	m.mu.Lock()
 	hd.unlocking--
+	if n.ownerUnlocks[hd.owner]--; n.ownerUnlocks[hd.owner] <= 0 {
+		delete(n.ownerUnlocks, hd.owner)
+	}
 	n.record(wk.id, "%s %s token %d -> %s", what, short(hd.owner), hd.h.Token(), errKind(err))
 	switch {
 	case err == nil:
