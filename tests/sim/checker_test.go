@@ -409,14 +409,15 @@ func (m *model) checkReleased(ctx context.Context, n *nameState, hd *hold, worke
 }
 
 // checkStarved: a fair waiter that waited its whole (long) wait time in
-// vain must not have done so while the lock stood free. Bound: a stale
-// queue entry ahead of it expires within the fair wait timeout; a lost
-// wake-up costs at most a lease (the waiter re-checks); a lease more for
-// a holder lost meanwhile, and tol. Windows of CLIENT PAUSE WRITE and
-// restarts (and a lease after) do not count as free.
+// vain must not have done so while the lock stood free. Bound: stale queue
+// entries ahead of it (waiters whose leave was lost) expire one fair wait
+// timeout after another (two allowed); a lost wake-up costs at most a
+// lease (the waiter re-checks); leases for holders lost meanwhile; tol.
+// Windows of CLIENT PAUSE WRITE and restarts (and a lease after) do not
+// count as free.
 func (m *model) checkStarved(n *nameState, from, to time.Time, worker int) {
 	c := m.w.cfg
-	bound := c.fairWait + 3*c.maxLease() + c.tol
+	bound := 2*c.fairWait + 3*c.maxLease() + c.tol
 	var streak time.Time
 	for _, s := range n.free {
 		if s.t.Before(from) || s.t.After(to) {

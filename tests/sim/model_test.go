@@ -116,19 +116,32 @@ func (n *nameState) record(worker int, format string, args ...any) {
 // 40 of them.
 func (n *nameState) history(start time.Time, owners ...string) string {
 	evs := append(append([]event(nil), n.hist[n.histAt:]...), n.hist[:n.histAt]...)
-	var keep []event
-	for _, e := range evs {
-		match := len(owners) == 0 || e.worker < 0 && !strings.HasPrefix(e.what, "Done of") ||
-			strings.HasPrefix(e.what, "DEL") || strings.HasPrefix(e.what, "force-unlock")
+	// The owners' events (the last 30), and around them the faults,
+	// breaks and closes of the name (the last 12).
+	var mine, around []int
+	for i, e := range evs {
+		match := len(owners) == 0
 		for _, o := range owners {
 			match = match || strings.Contains(e.what, short(strings.TrimSuffix(o, ":write")))
 		}
-		if match {
-			keep = append(keep, e)
+		switch {
+		case match:
+			mine = append(mine, i)
+		case e.worker < 0 && !strings.HasPrefix(e.what, "Done of") || strings.HasPrefix(e.what, "DEL") || strings.HasPrefix(e.what, "force-unlock"):
+			around = append(around, i)
 		}
 	}
-	if len(keep) > 40 {
-		keep = keep[len(keep)-40:]
+	mine = mine[max(len(mine)-30, 0):]
+	around = around[max(len(around)-12, 0):]
+	var keep []event
+	for i, j := 0, 0; i < len(mine) || j < len(around); {
+		if j >= len(around) || i < len(mine) && mine[i] < around[j] {
+			keep = append(keep, evs[mine[i]])
+			i++
+		} else {
+			keep = append(keep, evs[around[j]])
+			j++
+		}
 	}
 	var b strings.Builder
 	if len(keep) < len(evs) {

@@ -71,7 +71,7 @@ func drawConfig(seed uint64, d time.Duration) *config {
 		faultMask:   1<<nFaultKinds - 1,
 		opMask:      1<<nOps - 1,
 		watchdog:    time.Duration(1000+r.IntN(500)) * time.Millisecond,
-		callTimeout: 2 * time.Second,
+		callTimeout: 3 * time.Second,
 		idle:        time.Duration(10+r.IntN(290)) * time.Millisecond,
 		fairWait:    time.Second,
 		handoffs:    r.IntN(9),
@@ -92,7 +92,9 @@ func drawConfig(seed uint64, d time.Duration) *config {
 	// hold the workers keep (each keeps up to maxHolds, 1.5 on average).
 	c.names = max(c.names, 3*c.runtimes*c.workers)
 	for i := 0; i < c.runtimes; i++ {
-		rt := 3 * time.Second
+		// Below the call timeout, so that a call's own bound is the
+		// runtime's (WithCallTimeout) whatever the client does.
+		rt := 2500 * time.Millisecond
 		if r.IntN(2) == 0 {
 			rt = 300 * time.Millisecond
 		}
