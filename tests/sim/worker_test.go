@@ -382,6 +382,7 @@ func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what
 			hd.released = now
 		}
 	case errors.Is(err, actorlock.ErrUnlocked):
+		wasReleased = wasReleased || !hd.released.IsZero()
 		if hd.released.IsZero() {
 			hd.released = now
 		}
