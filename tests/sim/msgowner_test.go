@@ -43,7 +43,7 @@ func (a *ownerActor) Receive(c actor.Context) {
 		c.Request(a.pid, m.req)
 	case msgCancel:
 		m.req.OwnerToken = a.token
-		c.Send(a.pid, m.req)
+		c.Request(a.pid, m.req) // its CancelResponse is not awaited
 	case *messages.AcquireResponse:
 		if m.Acquired && a.token == "" {
 			a.token = m.OwnerToken
@@ -118,7 +118,8 @@ func (wk *worker) byMessage() {
 		if wk.rng.IntN(3) == 0 {
 			req.LeaseMs = int64(wk.dur(wk.w.cfg.leaseMin, wk.w.cfg.leaseMax) / time.Millisecond)
 		}
-		if wk.rng.IntN(8) == 0 {
+		if held > 0 && wk.rng.IntN(3) == 0 {
+			// A cancel names its owner by token: the re-entry's.
 			// Cancelled while it waits (or after it got it: then the
 			// cancel is too late and the answer says so).
 			go func() {
