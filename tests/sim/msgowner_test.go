@@ -122,8 +122,9 @@ func (wk *worker) byMessage() {
 			// A cancel names its owner by token: the re-entry's.
 			// Cancelled while it waits (or after it got it: then the
 			// cancel is too late and the answer says so).
+			pause := wk.dur(0, 20*time.Millisecond) // the rng is the worker's alone
 			go func() {
-				time.Sleep(wk.dur(0, 20*time.Millisecond))
+				time.Sleep(pause)
 				sys.Root.Send(pid, msgCancel{req: &messages.CancelRequest{RequestId: reqID, Name: n.name, Kind: kind}})
 			}()
 		}
