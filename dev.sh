@@ -10,6 +10,13 @@
 #                                seed printed; CHAOS_SEED=n replays one
 #   ./dev.sh soak [duration]     the same, judged as a soak (heap, goroutines,
 #                                Redis memory must not keep growing)
+#   ./dev.sh sim [duration] [seed]  the seeded simulation of the lock runtime
+#                                (tests/sim, default 60s over the CI seeds, or
+#                                one seed); SIM_OPS, SIM_FAULTS, SIM_KNOWN,
+#                                SIM_SHRINK narrow it (tests/sim/sim_test.go)
+#   ./dev.sh sim-mutants         re-enable each of issue 23's defects (build tag
+#                                actorlock_mutants) and check the simulation
+#                                catches it within 60s
 # They install redis-server with apt-get when it is missing; test also
 # installs Chromium, which renders the demo's HTML report headless.
 set -euo pipefail
@@ -81,13 +88,49 @@ chaos)
 	CHAOS_SEED="$seed" CHAOS_DURATION="${2:-10m}" \
 		exec go test -count=1 -timeout 0 -v -run '^TestChaos$' ./tests/chaos/
 	;;
+sim)
+	ensure redis-server redis-server
+	SIM_DURATION="${2:-${SIM_DURATION:-60s}}" SIM_SEED="${3:-${SIM_SEED:-}}" \
+		exec go test -count=1 -timeout 0 -v -run '^TestSim$' ./tests/sim/
+	;;
+sim-mutants)
+	ensure redis-server redis-server
+	# Each mutant must make the simulation fail (PASS = caught) within 60s.
+	go test -c -o "${TMPDIR:-/tmp}/actorlock-sim-mutants" -tags actorlock_mutants ./tests/sim/
+	# The library without a mutant must pass the same run, or a mutant
+	# "caught" proves nothing.
+	baseline=ok
+	if ! (cd tests/sim && ACTORLOCK_MUTANT=0 SIM_DURATION="${SIM_MUTANT_DURATION:-60s}" SIM_SHRINK=0 \
+		"${TMPDIR:-/tmp}/actorlock-sim-mutants" -test.count=1 -test.timeout=10m -test.run '^TestSim$' >/dev/null 2>&1); then
+		echo "sim-mutants: the run fails without any mutant (ACTORLOCK_MUTANT=0): the results below prove nothing" >&2
+		baseline=failed
+	fi
+	caught=0
+	for n in 1 2 3 4 5 6 7; do
+		out=$(cd tests/sim && ACTORLOCK_MUTANT=$n SIM_DURATION="${SIM_MUTANT_DURATION:-60s}" SIM_SHRINK=0 \
+			"${TMPDIR:-/tmp}/actorlock-sim-mutants" -test.count=1 -test.timeout=10m -test.v -test.run '^TestSim$' 2>&1) && rc=0 || rc=$?
+		at=$(printf '%s\n' "$out" | sed -n 's/.*sim: first violation after \([0-9.]*s\) of simulation.*/\1/p' | head -1)
+		what=$(printf '%s\n' "$out" | sed -n 's/^ *VIOLATION \(.*\) after .*/\1/p' | head -1)
+		if [ "$rc" -ne 0 ] && [ -n "$at" ]; then
+			echo "mutant $n: PASS (caught after $at: $what)"
+			caught=$((caught + 1))
+		elif [ "$rc" -ne 0 ]; then
+			echo "mutant $n: FAIL (the run broke without a violation)"
+			printf '%s\n' "$out" | tail -20
+		else
+			echo "mutant $n: FAIL (not caught)"
+		fi
+	done
+	echo "sim-mutants: $caught of 7 caught (baseline without a mutant: $baseline)"
+	[ "$caught" -eq 7 ] && [ "$baseline" = ok ]
+	;;
 soak)
 	# The chaos run, reported as a soak: heap and goroutines of every worker
 	# and Redis's memory over time; it fails if any keeps growing.
 	exec "$0" chaos "${2:-10m}"
 	;;
 *)
-	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh scale [flags] | ./dev.sh chaos|soak [duration]" >&2
+	echo "usage: ./dev.sh demo [flags] | ./dev.sh test | ./dev.sh scale [flags] | ./dev.sh chaos|soak [duration] | ./dev.sh sim [duration] [seed] | ./dev.sh sim-mutants" >&2
 	exit 2
 	;;
 esac

@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fault kinds, drawn per Redis call (hook) or by the fault loop (world).
+const (
+	fDelay      = iota // the reply comes back late (a few ms)
+	fDelayLong         // the reply comes back after a lease (or the read times out)
+	fLostReply         // the command ran; its reply is lost (read timeout)
+	fBeforeSend        // the call fails before the command leaves (dial error)
+	fKillConn          // a connection of a runtime is closed
+	fPubSubSlow        // pub/sub messages of a runtime arrive late for a while
+	fPauseWrite        // CLIENT PAUSE WRITE
+	fRestart           // redis-server restarts without persistence (unsafe)
+	nFaultKinds
+)
+
+var faultNames = [nFaultKinds]string{"delay", "delay-long", "lost-reply", "before-send", "kill-conn", "pubsub-slow", "pause-write", "restart"}
+
+// faults injects faults into one runtime's Redis client: it is the client's
+// hook (every command and pipeline, every dial) and wraps each connection.
+type faults struct {
+	w    *world
+	slot int
+	// readTimeout of the client: a reply delayed longer is a read timeout,
+	// as go-redis would report it.
+	readTimeout time.Duration
+
+	mu    sync.Mutex
+	rng   *rand.Rand
+	conns map[*faultConn]struct{}
+	// pubsubSlowUntil: until then, reads of pub/sub connections are delayed.
+	pubsubSlowUntil time.Time
+	// lossyUntil: until then, half the replies are lost.
+	lossyUntil time.Time
+}
+
+func newFaults(w *world, slot int, seed uint64, readTimeout time.Duration) *faults {
+	return &faults{w: w, slot: slot, readTimeout: readTimeout, rng: rand.New(rand.NewPCG(seed, uint64(slot)+7)), conns: map[*faultConn]struct{}{}}
+}
+
+// draw picks the fault for one call (or -1), and a delay for the delay kinds.
+func (f *faults) draw() (int, time.Duration) {
+	cfg := f.w.cfg
+	if !f.w.faultsOn.Load() {
+		return -1, 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Right after a long delay, replies are lost in a burst: what a
+	// struggling connection does, and what a give-back of a late grant
+	// meets while its retries run (issue 23, defect 1).
+	if time.Now().Before(f.lossyUntil) && cfg.faultOn(fLostReply) && f.rng.IntN(2) == 0 {
+		return fLostReply, 0
+	}
+	if f.rng.Float64() >= cfg.faultRate {
+		return -1, 0
+	}
+	// Weights of the per-call kinds; long delays are rare, they hold a
+	// pipeline flight for over a lease.
+	var weights = [...]struct {
+		kind int
+		w    int
+	}{{fDelay, 40}, {fDelayLong, 2}, {fLostReply, 30}, {fBeforeSend, 28}}
+	total := 0
+	for _, k := range weights {
+		if cfg.faultOn(k.kind) {
+			total += k.w
+		}
+	}
+	if total == 0 {
+		return -1, 0
+	}
+	r := f.rng.IntN(total)
+	for _, k := range weights {
+		if !cfg.faultOn(k.kind) {
+			continue
+		}
+		if r >= k.w {
+			r -= k.w
+			continue
+		}
+		switch k.kind {
+		case fDelay:
+			return fDelay, time.Duration(1+f.rng.IntN(30)) * time.Millisecond
+		case fDelayLong:
+			lease := cfg.maxLease()
+			return fDelayLong, lease + time.Duration(f.rng.Int64N(int64(lease/2)))
+		}
+		return k.kind, 0
+	}
+	return -1, 0
+}
+
+// namesOf is the lock names a command touches, and a short form of the
+// commands (for the history).
+func (f *faults) namesOf(cmds ...redis.Cmder) ([]string, string) {
+	var out []string
+	var desc strings.Builder
+	for i, c := range cmds {
+		if i > 0 {
+			desc.WriteString(" | ")
+		}
+		for j, a := range c.Args() {
+			s := fmt.Sprint(a)
+			if _, known := f.w.model.names[s]; known {
+				out = append(out, s)
+			}
+			if j == 1 && len(s) == 40 {
+				s = scriptName(s)
+			}
+			if len(s) > 24 {
+				s = s[:10] + "…" + s[len(s)-10:]
+			}
+			if j < 12 {
+				desc.WriteString(s + " ")
+			}
+		}
+	}
+	return out, desc.String()
+}
+
+func dialError() error {
+	return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused (injected)")}
+}
+
+func readTimeoutError() error {
+	return &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+}
+
+// apply runs call (nil: the command never leaves) with fault kind: what
+// the caller sees is exactly what go-redis reports for the real fault.
+func (f *faults) apply(kind int, delay time.Duration, names []string, desc string, run func() error, fail func(error)) error {
+	if kind < 0 {
+		return run()
+	}
+	f.w.countFault(kind, names, fmt.Sprintf("%s %v on [%s]", faultNames[kind], delay, desc))
+	switch kind {
+	case fBeforeSend:
+		err := dialError()
+		fail(err)
+		return err
+	case fLostReply:
+		_ = run()
+		err := readTimeoutError()
+		fail(err)
+		return err
+	default: // fDelay, fDelayLong
+		err := run()
+		if delay >= f.readTimeout {
+			time.Sleep(f.readTimeout)
+			err = readTimeoutError()
+			fail(err)
+			return err
+		}
+		time.Sleep(delay)
+		if kind == fDelayLong {
+			f.mu.Lock()
+			if f.rng.IntN(3) == 0 {
+				f.lossyUntil = time.Now().Add(time.Duration(150+f.rng.IntN(350)) * time.Millisecond)
+			}
+			f.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (f *faults) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if f.w.faultsOn.Load() && f.w.cfg.faultOn(fBeforeSend) {
+			f.mu.Lock()
+			fail := f.rng.Float64() < f.w.cfg.faultRate/4
+			f.mu.Unlock()
+			if fail {
+				f.w.countFault(fBeforeSend, nil, "")
+				return nil, dialError()
+			}
+		}
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		fc := &faultConn{Conn: c, f: f}
+		f.mu.Lock()
+		f.conns[fc] = struct{}{}
+		f.mu.Unlock()
+		return fc, nil
+	}
+}
+
+func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		f.w.calls.Add(1)
+		kind, delay := f.draw()
+		var names []string
+		var desc string
+		if kind >= 0 {
+			names, desc = f.namesOf(cmd)
+		}
+		return f.apply(kind, delay, names, desc, func() error { return next(ctx, cmd) }, cmd.SetErr)
+	}
+}
+
+func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		f.w.calls.Add(int64(len(cmds)))
+		kind, delay := f.draw()
+		var names []string
+		var desc string
+		if kind >= 0 {
+			names, desc = f.namesOf(cmds...)
+			// A pipeline's fault hits every command in it.
+			f.w.faultedCalls.Add(int64(len(cmds) - 1))
+		}
+		return f.apply(kind, delay, names, desc, func() error { return next(ctx, cmds) }, func(err error) {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+		})
+	}
+}
+
+// killConn closes one connection of the runtime (a pub/sub one if pubsub),
+// as a server-side CLIENT KILL or a reset would; false if none.
+func (f *faults) killConn(pubsub bool) bool {
+	f.mu.Lock()
+	var victims []*faultConn
+	for c := range f.conns {
+		if !pubsub || c.pubsub.Load() {
+			victims = append(victims, c)
+		}
+	}
+	var v *faultConn
+	if len(victims) > 0 {
+		v = victims[f.rng.IntN(len(victims))]
+	}
+	f.mu.Unlock()
+	if v == nil {
+		return false
+	}
+	_ = v.Conn.Close()
+	return true
+}
+
+func (f *faults) slowPubSub(d time.Duration) {
+	f.mu.Lock()
+	f.pubsubSlowUntil = time.Now().Add(d)
+	f.mu.Unlock()
+}
+
+// faultConn is one connection of a runtime's client: it learns whether it
+// carries pub/sub (it sent a SUBSCRIBE) and then may delay what it reads.
+type faultConn struct {
+	net.Conn
+	f      *faults
+	pubsub atomic.Bool
+	closed atomic.Bool
+}
+
+var subscribe = []byte("subscribe")
+
+func (c *faultConn) Write(p []byte) (int, error) {
+	if !c.pubsub.Load() && bytes.Contains(bytes.ToLower(p), subscribe) {
+		c.pubsub.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *faultConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.pubsub.Load() {
+		c.f.mu.Lock()
+		var d time.Duration
+		if time.Now().Before(c.f.pubsubSlowUntil) {
+			d = time.Duration(5+c.f.rng.IntN(200)) * time.Millisecond
+		}
+		c.f.mu.Unlock()
+		if d > 0 {
+			time.Sleep(d)
+		}
+	}
+	return n, err
+}
+
+func (c *faultConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		c.f.mu.Lock()
+		delete(c.f.conns, c)
+		c.f.mu.Unlock()
+	}
+	return c.Conn.Close()
+}

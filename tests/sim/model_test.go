@@ -1,0 +1,428 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/actorlock/actorlock"
+)
+
+// Lock kinds of names: a name is used with one kind (a read-write name with
+// both sides).
+const (
+	kLock = iota
+	kFair
+	kRW
+)
+
+var kindNames = [...]string{"lock", "fair", "rw"}
+
+// hold is one Held the workload got back, as the model tracks it.
+type hold struct {
+	id    uint64
+	h     *actorlock.Held
+	name  string
+	owner string
+	field string // its field in the name's hash: owner, or owner:write
+	write bool   // a write hold of a read-write lock
+	slot  int    // the runtime's slot and generation
+	gen   int
+	lease time.Duration
+	since time.Time
+	group bool // a member of a MultiLock or RedLock
+
+	// unlocking: an Unlock of it is in flight.
+	unlocking int
+	// released: Unlock returned nil or ErrUnlocked; toldLost: it returned
+	// ErrLost; abandoned: its group was unlocked (its Done must follow).
+	released, toldLost, abandoned time.Time
+	// ctxUnlock: an Unlock returned its ctx's error (the release completes).
+	ctxUnlock time.Time
+	// failedUnlock: an Unlock of it failed (Redis, or its ctx).
+	failedUnlock bool
+	doneSeen     time.Time
+	absentSince  time.Time
+}
+
+func (h *hold) live() bool { return h.doneSeen.IsZero() }
+
+// event is one line of a name's history.
+type event struct {
+	t      time.Time
+	worker int
+	what   string
+}
+
+// nameState is the model of one lock name.
+type nameState struct {
+	name string
+	kind int
+	// holds the model believes may be held (Done not seen yet).
+	holds map[uint64]*hold
+	// breaks: force-unlocks and DELs by another client (they end holds
+	// without their owners, so another owner may get in while the victim's
+	// Done has not closed yet: the watchdog notices within a lease).
+	breaks []interval
+	hist   []event // ring
+	histAt int
+	// inFlight ops per field (owner); anyAcquire: acquisitions in flight
+	// whose owner is not known yet.
+	inFlight map[string]int
+	epoch    map[string]uint64
+	taint    map[string]time.Time
+	// mismatchSince: per field, since when Redis's count differs from the
+	// model's at every quiet look.
+	mismatchSince map[string]time.Time
+	conflictSince map[[2]uint64]time.Time
+	// restarts: the model's, shared (for known2).
+	restarts []interval
+	// free: sweeps' samples of whether the name's key was absent.
+	free []sample
+	// ownerUnlocks: Unlocks in flight per owner; concurrentUnlock: when
+	// an Unlock of the owner started while another was in flight.
+	ownerUnlocks     map[string]int
+	concurrentUnlock map[string]time.Time
+	// unlockFailed: an Unlock of some hold of the field failed (Redis or
+	// ctx) while the field may have had other holds (defect 3's shape).
+	unlockFailed map[string]bool
+}
+
+type interval struct{ from, to time.Time }
+
+type sample struct {
+	t    time.Time
+	free bool
+}
+
+const histLen = 160
+
+func (n *nameState) record(worker int, format string, args ...any) {
+	e := event{t: time.Now(), worker: worker, what: fmt.Sprintf(format, args...)}
+	if len(n.hist) < histLen {
+		n.hist = append(n.hist, e)
+		return
+	}
+	n.hist[n.histAt] = e
+	n.histAt = (n.histAt + 1) % histLen
+}
+
+// history is the shortened history of the name for a violation: the
+// events of owners (faults, breaks, restarts and closes always), the last
+// 40 of them.
+func (n *nameState) history(start time.Time, owners ...string) string {
+	evs := append(append([]event(nil), n.hist[n.histAt:]...), n.hist[:n.histAt]...)
+	// The owners' events (the last 30), and around them the faults,
+	// breaks and closes of the name (the last 12).
+	var mine, around []int
+	for i, e := range evs {
+		match := len(owners) == 0
+		for _, o := range owners {
+			match = match || strings.Contains(e.what, short(strings.TrimSuffix(o, ":write")))
+		}
+		switch {
+		case match:
+			mine = append(mine, i)
+		case e.worker < 0 && !strings.HasPrefix(e.what, "Done of") || strings.HasPrefix(e.what, "DEL") || strings.HasPrefix(e.what, "force-unlock"):
+			around = append(around, i)
+		}
+	}
+	mine = mine[max(len(mine)-30, 0):]
+	around = around[max(len(around)-12, 0):]
+	var keep []event
+	for i, j := 0, 0; i < len(mine) || j < len(around); {
+		if j >= len(around) || i < len(mine) && mine[i] < around[j] {
+			keep = append(keep, evs[mine[i]])
+			i++
+		} else {
+			keep = append(keep, evs[around[j]])
+			j++
+		}
+	}
+	var b strings.Builder
+	if len(keep) < len(evs) {
+		fmt.Fprintf(&b, "    (%d of the last %d events: those of the owners above, faults, breaks, closes)\n", len(keep), len(evs))
+	}
+	for _, e := range keep {
+		who := "-"
+		if e.worker >= 0 {
+			who = "w" + strconv.Itoa(e.worker)
+		}
+		fmt.Fprintf(&b, "    %9.3fs %-4s %s\n", e.t.Sub(start).Seconds(), who, e.what)
+	}
+	return b.String()
+}
+
+// violation is a broken invariant: which, where, who, and the history.
+type violation struct {
+	invariant string
+	name      string
+	owners    []string
+	detail    string
+	at        time.Duration
+	history   string
+}
+
+func (v *violation) String() string {
+	return fmt.Sprintf("VIOLATION %s after %.1fs on %q (owners %s): %s\n  history of %q (newest last):\n%s",
+		v.invariant, v.at.Seconds(), v.name, strings.Join(v.owners, ", "), v.detail, v.name, v.history)
+}
+
+// model is what the workload knows: every hold it got back, every request
+// in flight, the faults that hit each name.
+type model struct {
+	w     *world
+	mu    sync.Mutex
+	names map[string]*nameState // fixed after setup
+	list  []*nameState
+	seq   uint64
+	byTok map[tokKey]*hold
+	// restarts: intervals in which Redis restarted without persistence.
+	restarts []interval
+	// stalls: CLIENT PAUSE WRITE and restarts, each until a lease after.
+	stalls []interval
+	// inFlight requests: id -> (what, started, bound)
+	reqs   map[uint64]*request
+	reqSeq uint64
+	first  *violation
+	// unlisted: entries of rt.Held() no caller got back, since when.
+	unlisted map[tokKey]time.Time
+	// knownSeen counts violations shaped like a known defect (SIM_KNOWN).
+	knownSeen  map[int]int
+	knownFirst map[int]*violation
+	// SIM_KEEP_GOING: violations by invariant, the first of each.
+	byInvariant map[string]int
+	firstOf     map[string]*violation
+	order       []string
+}
+
+type tokKey struct {
+	name, owner string
+	token       int64
+}
+
+type request struct {
+	what   string
+	name   string
+	worker int
+	start  time.Time
+	bound  time.Duration
+}
+
+func newModel(w *world) *model {
+	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}, byInvariant: map[string]int{}, firstOf: map[string]*violation{}}
+}
+
+func (m *model) addName(name string, kind int) {
+	n := &nameState{name: name, kind: kind, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
+		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}}
+	m.names[name] = n
+	m.list = append(m.list, n)
+}
+
+// fail records the first violation and stops the run.
+func (m *model) fail(invariant string, n *nameState, owners []string, format string, args ...any) {
+	m.failKnown(0, invariant, n, owners, format, args...)
+}
+
+// failKnown is fail for a violation whose shape is that of issue 23's
+// defect (0: none). With SIM_KNOWN naming it, it is counted (its first
+// instance kept) and the run goes on, so that a run on a library with
+// that defect can look for others.
+func (m *model) failKnown(defect int, invariant string, n *nameState, owners []string, format string, args ...any) {
+	if m.first != nil {
+		return
+	}
+	if defect > 0 && m.w.cfg.known[defect] {
+		m.knownSeen[defect]++
+		if m.knownSeen[defect] == 1 {
+			v := &violation{invariant: invariant, owners: owners, detail: fmt.Sprintf(format, args...), at: time.Since(m.w.start)}
+			if n != nil {
+				v.name, v.history = n.name, n.history(m.w.start, owners...)
+			}
+			m.knownFirst[defect] = v
+		}
+		return
+	}
+	v := &violation{invariant: invariant, owners: owners, detail: fmt.Sprintf(format, args...), at: time.Since(m.w.start)}
+	if n != nil {
+		v.name = n.name
+		v.history = n.history(m.w.start, owners...)
+	}
+	if m.w.cfg.keepGoing {
+		// Count every violation by invariant, keep the first of each.
+		if m.byInvariant[invariant]++; m.byInvariant[invariant] == 1 {
+			m.firstOf[invariant] = v
+			m.order = append(m.order, invariant)
+		}
+		return
+	}
+	m.first = v
+	m.w.stop()
+}
+
+// begin registers a request in flight that must be answered within bound.
+func (m *model) begin(worker int, what, name string, bound time.Duration) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.reqSeq++
+	m.reqs[m.reqSeq] = &request{what: what, name: name, worker: worker, start: time.Now(), bound: bound}
+	return m.reqSeq
+}
+
+func (m *model) end(id uint64) {
+	m.mu.Lock()
+	delete(m.reqs, id)
+	m.mu.Unlock()
+}
+
+// opStart / opEnd bracket an operation of a known owner (field) on a name.
+func (m *model) opStart(n *nameState, field string) {
+	if field == "" {
+		return
+	}
+	m.mu.Lock()
+	n.inFlight[field]++
+	n.epoch[field]++
+	m.mu.Unlock()
+}
+
+func (m *model) opEnd(n *nameState, field string) {
+	if field == "" {
+		return
+	}
+	m.mu.Lock()
+	if n.inFlight[field]--; n.inFlight[field] <= 0 {
+		delete(n.inFlight, field)
+	}
+	n.epoch[field]++
+	m.mu.Unlock()
+}
+
+// addHold registers a Held the workload got back.
+func (m *model) addHold(n *nameState, worker, slot, gen int, h *actorlock.Held, write, group bool) *hold {
+	field := h.Owner()
+	if write {
+		field += ":write"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seq++
+	hd := &hold{id: m.seq, h: h, name: n.name, owner: h.Owner(), field: field, write: write, slot: slot, gen: gen, lease: h.Lease(), since: time.Now(), group: group}
+	n.holds[hd.id] = hd
+	m.byTok[tokKey{n.name, h.Owner(), h.Token()}] = hd
+	what := "acquired"
+	if write {
+		what = "acquired write"
+	} else if n.kind == kRW {
+		what = "acquired read"
+	}
+	if group {
+		what += " (group member)"
+	}
+	n.record(worker, "%s by %s token %d lease %v", what, short(hd.owner), h.Token(), hd.lease)
+	return hd
+}
+
+func short(owner string) string {
+	if i := strings.LastIndexByte(owner, ':'); i > 8 {
+		return owner[:8] + "…" + owner[i:]
+	}
+	return owner
+}
+
+// writes reports whether owner has a write hold of n the model knows of
+// (its Done may have closed since: then the library may refuse or grant).
+func (m *model) writes(n *nameState, owner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, h := range n.holds {
+		if h.owner == owner && h.write && h.released.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// brokenSince reports whether a force-unlock, DEL or restart may have hit
+// name n after t.
+func (m *model) brokenSince(n *nameState, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range append(append([]interval(nil), n.breaks...), m.restarts...) {
+		if b.to.After(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// breakName records a force-unlock or DEL of name over [from, to].
+func (m *model) breakName(n *nameState, from, to time.Time) {
+	m.mu.Lock()
+	n.breaks = append(n.breaks, interval{from, to})
+	if len(n.breaks) > 16 {
+		n.breaks = n.breaks[len(n.breaks)-16:]
+	}
+	m.mu.Unlock()
+}
+
+// exempt: a hold granted across a break or a restart may overlap an older
+// one (the README calls these unsafe: the older holder learns of its loss
+// at its next renewal).
+func (m *model) exempt(n *nameState, a, b *hold) bool {
+	older, newer := a, b
+	if newer.since.Before(older.since) {
+		older, newer = newer, older
+	}
+	for _, iv := range append(append([]interval(nil), n.breaks...), m.restarts...) {
+		if iv.from.Before(newer.since) && older.since.Before(iv.to) {
+			return true
+		}
+	}
+	return false
+}
+
+// conflict: two holds of name n that must not be live at once (readers of
+// a read-write lock share it; an owner's holds never conflict).
+func conflict(n *nameState, a, b *hold) bool {
+	return a.owner != b.owner && (n.kind != kRW || a.write || b.write)
+}
+
+// errKind names an error for the history.
+func errKind(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, actorlock.ErrUpgrade):
+		return "ErrUpgrade"
+	case errors.Is(err, actorlock.ErrNotAcquired):
+		return "ErrNotAcquired"
+	case errors.Is(err, actorlock.ErrLost):
+		return "ErrLost"
+	case errors.Is(err, actorlock.ErrUnlocked):
+		return "ErrUnlocked"
+	case errors.Is(err, actorlock.ErrClosed):
+		return "ErrClosed"
+	case errors.Is(err, actorlock.ErrInvalidArgument):
+		return "ErrInvalidArgument"
+	}
+	s := err.Error()
+	if len(s) > 90 {
+		s = s[:90] + "…"
+	}
+	return s
+}
+
+func sortedOwners(hs ...*hold) []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.field)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,658 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/actorlock/actorlock"
+)
+
+// Operation kinds of the workload (bit per kind in config.opMask).
+const (
+	opAcquire     = iota // Acquire, with or without WaitTime and LeaseTime
+	opTry                // TryAcquire
+	opReenter            // an acquisition with a Held's Context (or as a reader's writer: ErrUpgrade)
+	opWithOwner          // acquisitions through WithOwner handles shared by workers
+	opUnlock             // Unlock: once, twice, concurrently, with a ctx that ends first
+	opExtend             // Extend
+	opForce              // ForceUnlock through some runtime
+	opDel                // DEL by another client
+	opCancel             // Acquire whose ctx is cancelled at a random moment
+	opMulti              // MultiLock
+	opRed                // RedLock over the runtimes
+	opTiny               // LeaseTime under 10 ms: ErrInvalidArgument
+	opClose              // a runtime closed mid-run (config.closeEvery)
+	opUnlockTwice        // Unlock again at once after one whose ctx ended first
+	opMessage            // an owner actor acquiring by message (Runtime.PID)
+	nOps
+)
+
+var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message"}
+
+var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4}
+
+const maxHolds = 3
+
+type worker struct {
+	id     int
+	w      *world
+	s      *slot
+	rng    *rand.Rand
+	holds  []*hold
+	groups []*groupHold
+}
+
+type groupHold struct {
+	g       *actorlock.GroupHeld
+	members []*hold
+	what    string
+}
+
+func newWorker(w *world, s *slot, id int) *worker {
+	return &worker{id: id, w: w, s: s, rng: rand.New(rand.NewPCG(w.cfg.seed, uint64(id)+1000))}
+}
+
+func (wk *worker) run() {
+	c := wk.w.cfg
+	total := 0
+	for k, wt := range opWeights {
+		if c.opOn(k) {
+			total += wt
+		}
+	}
+	for wk.w.ctx.Err() == nil {
+		wk.w.ops.Add(1)
+		if len(wk.holds)+len(wk.groups) >= maxHolds || total == 0 || wk.rng.IntN(100) < 38 && c.opOn(opUnlock) {
+			if len(wk.holds)+len(wk.groups) > 0 {
+				wk.unlockOne()
+				continue
+			}
+		}
+		if total == 0 {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		r := wk.rng.IntN(total)
+		op := 0
+		for k, wt := range opWeights {
+			if !c.opOn(k) {
+				continue
+			}
+			if r < wt {
+				op = k
+				break
+			}
+			r -= wt
+		}
+		wk.do(op)
+	}
+}
+
+// snapshot is the runtime a step uses (a Close mid-run may replace it).
+func (wk *worker) snapshot() (*actorlock.Runtime, int) {
+	wk.s.mu.RLock()
+	defer wk.s.mu.RUnlock()
+	return wk.s.rt, wk.s.gen
+}
+
+func (wk *worker) pickName(kinds ...int) *nameState {
+	list := wk.w.model.list
+	for {
+		n := list[wk.rng.IntN(len(list))]
+		if len(kinds) == 0 {
+			return n
+		}
+		for _, k := range kinds {
+			if n.kind == k {
+				return n
+			}
+		}
+	}
+}
+
+// handle is name n's lock of kind (write: the write side of a read-write
+// lock) on rt, shared by every worker that asks (handles are cheap; the
+// runtime, not the handle, keeps per-name state).
+func handle(rt *actorlock.Runtime, n *nameState, write bool, opts ...actorlock.LockOption) *actorlock.Lock {
+	switch n.kind {
+	case kFair:
+		return rt.FairLock(n.name, opts...)
+	case kRW:
+		rw := rt.ReadWriteLock(n.name, opts...)
+		if write {
+			return rw.WriteLocker()
+		}
+		return rw.ReadLocker()
+	}
+	return rt.Lock(n.name, opts...)
+}
+
+func (wk *worker) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(wk.rng.Int64N(int64(hi-lo)+1))
+}
+
+// acquireOpts draws an acquisition's options: its ctx timeout, WaitTime
+// (or none), LeaseTime (or the watchdog).
+func (wk *worker) acquireOpts(n *nameState, try bool) (ctxTimeout time.Duration, opts []actorlock.AcquireOption, bound time.Duration, leased bool) {
+	c := wk.w.cfg
+	// Mostly short: a worker blocked on a held name does nothing else.
+	// Some outlast a reply delayed past a lease (the waiter is still
+	// there when its late grant comes back).
+	switch v := wk.rng.IntN(10); {
+	case v < 7:
+		ctxTimeout = wk.dur(20*time.Millisecond, 300*time.Millisecond)
+	case v < 9:
+		ctxTimeout = wk.dur(300*time.Millisecond, 2*time.Second)
+	default:
+		ctxTimeout = wk.dur(2*time.Second, 5*time.Second)
+	}
+	bound = ctxTimeout
+	if !try && wk.rng.IntN(2) == 0 {
+		wait := wk.dur(0, 250*time.Millisecond)
+		if n.kind == kFair && wk.rng.IntN(30) == 0 {
+			// Long enough for the starvation check (checkStarved).
+			wait = wk.dur(10*time.Second, 11*time.Second)
+			ctxTimeout = wait + time.Second
+		}
+		opts = append(opts, actorlock.WaitTime(wait))
+		bound = min(ctxTimeout, wait)
+	}
+	if wk.rng.IntN(3) == 0 {
+		opts = append(opts, actorlock.LeaseTime(wk.dur(c.leaseMin, c.leaseMax)))
+		leased = true
+	}
+	// Acquire answers at its wait time or when ctx ends, whatever Redis
+	// does; tol covers a loaded machine.
+	return ctxTimeout, opts, bound + c.tol, leased
+}
+
+func (wk *worker) do(op int) {
+	switch op {
+	case opAcquire, opTry, opCancel:
+		wk.acquire(op, nil, false)
+	case opWithOwner:
+		wk.acquire(op, nil, true)
+	case opReenter:
+		if len(wk.holds) == 0 {
+			wk.acquire(opAcquire, nil, false)
+			return
+		}
+		wk.acquire(op, wk.holds[wk.rng.IntN(len(wk.holds))], false)
+	case opExtend:
+		wk.extend()
+	case opForce:
+		wk.force()
+	case opDel:
+		wk.del()
+	case opMulti:
+		wk.multi()
+	case opRed:
+		wk.red()
+	case opTiny:
+		wk.tiny()
+	case opMessage:
+		wk.byMessage()
+	}
+}
+
+// acquire runs one acquisition: fresh, through a WithOwner handle, or a
+// re-entry of parent.
+func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
+	m := wk.w.model
+	rt, gen := wk.snapshot()
+	n := wk.pickName()
+	base := context.Background()
+	write := n.kind == kRW && wk.rng.IntN(3) == 0
+	var lopts []actorlock.LockOption
+	field := ""
+	upgrade := false
+	if parent != nil {
+		if parent.gen != gen || parent.slot != wk.s.idx || parent.group {
+			return
+		}
+		n = m.names[parent.name]
+		base = parent.h.Context()
+		write = false
+		if n.kind == kRW {
+			write = parent.write && wk.rng.IntN(2) == 0 || !parent.write && wk.rng.IntN(6) == 0
+			// A read hold's context asking for the write side is an
+			// upgrade unless its owner also writes (a downgrade's read).
+			// After a force-unlock or DEL the read hold may be gone
+			// in Redis before its owner learns it: the write side is
+			// then free to it (its Held is lost, not an upgrade).
+			upgrade = write && !parent.write && !m.writes(n, parent.owner) && !m.brokenSince(n, parent.since)
+		}
+		field = parent.owner
+	}
+	if withOwner {
+		owner := fmt.Sprintf("sim-s%d-g%d-o%d", wk.s.idx, gen, wk.rng.IntN(3))
+		lopts = append(lopts, actorlock.WithOwner(owner))
+		field = owner
+	}
+	if field != "" && write {
+		field += ":write"
+	}
+	l := handle(rt, n, write, lopts...)
+	try := op == opTry
+	ctxTimeout, opts, bound, leased := wk.acquireOpts(n, try)
+	if op == opCancel {
+		ctxTimeout = wk.dur(0, 15*time.Millisecond)
+		bound = ctxTimeout + wk.w.cfg.tol
+	}
+	ctx, cancel := context.WithTimeout(base, ctxTimeout)
+	defer cancel()
+	m.opStart(n, field)
+	started := time.Now()
+	id := m.begin(wk.id, opNames[op]+" "+n.name, n.name, bound)
+	var h *actorlock.Held
+	var err error
+	if try {
+		h, err = l.TryAcquire(ctx, opts...)
+	} else {
+		h, err = l.Acquire(ctx, opts...)
+	}
+	m.end(id)
+	m.opEnd(n, field)
+	desc := fmt.Sprintf("%s%s ctx %v opts %d", opNames[op], map[bool]string{true: " write", false: ""}[write], ctxTimeout, len(opts))
+	if parent != nil {
+		desc += fmt.Sprintf(" (re-entry of %s token %d)", short(parent.owner), parent.h.Token())
+	}
+	if err != nil {
+		m.mu.Lock()
+		n.record(wk.id, "%s -> %s", desc, errKind(err))
+		if n.kind == kFair && errors.Is(err, actorlock.ErrNotAcquired) && bound-wk.w.cfg.tol >= 10*time.Second {
+			m.checkStarved(n, started, time.Now(), wk.id)
+		}
+		if field != "" {
+			// A grant may still come back and be given back.
+			m.taint(n, field, time.Now())
+		}
+		m.mu.Unlock()
+		return
+	}
+	if upgrade {
+		m.mu.Lock()
+		m.fail("a reader cannot take the write side (ErrUpgrade)", n, []string{h.Owner()}, "%s granted the write lock to a reader's context", desc)
+		m.mu.Unlock()
+	}
+	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, write, false)
+	if parent != nil && h.Owner() != parent.owner || withOwner && h.Owner()+map[bool]string{true: ":write", false: ""}[write] != field {
+		m.mu.Lock()
+		m.fail("a re-entry acts as its owner", n, []string{h.Owner(), field}, "%s granted to owner %s", desc, h.Owner())
+		m.mu.Unlock()
+	}
+	_ = leased
+	wk.holds = append(wk.holds, hd)
+}
+
+// unlockOne releases one of the worker's holds or groups, in one of the
+// ways a caller may: once, twice, concurrently, with a ctx that ends first.
+func (wk *worker) unlockOne() {
+	k := wk.rng.IntN(len(wk.holds) + len(wk.groups))
+	if k >= len(wk.holds) {
+		wk.unlockGroup(k - len(wk.holds))
+		return
+	}
+	hd := wk.holds[k]
+	if wk.unlock(hd) {
+		wk.holds = append(wk.holds[:k], wk.holds[k+1:]...)
+	}
+}
+
+// unlock releases hd; true when the worker is done with it.
+func (wk *worker) unlock(hd *hold) bool {
+	m := wk.w.model
+	n := m.names[hd.name]
+	switch v := wk.rng.IntN(10); {
+	case v < 2:
+		// A ctx that ends first: Unlock returns its error and the
+		// release completes; then (sometimes at once) call it again.
+		err := wk.unlockCall(n, hd, wk.dur(0, 3*time.Millisecond), "unlock short-ctx")
+		if isFinal(err) {
+			return true
+		}
+		if wk.rng.IntN(2) == 0 || !wk.w.cfg.opOn(opUnlockTwice) {
+			return false
+		}
+		return isFinal(wk.unlockCall(n, hd, 2*time.Second, "unlock again"))
+	case v < 3:
+		// Two at once: at most one nil.
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range errs {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = wk.unlockCall(n, hd, 2*time.Second, "unlock concurrent") }()
+		}
+		wg.Wait()
+		if errs[0] == nil && errs[1] == nil {
+			m.mu.Lock()
+			m.fail("an Unlock cannot release twice", n, []string{hd.field}, "two concurrent Unlocks of token %d both returned nil", hd.h.Token())
+			m.mu.Unlock()
+		}
+		return isFinal(errs[0]) || isFinal(errs[1])
+	default:
+		err := wk.unlockCall(n, hd, 2*time.Second, "unlock")
+		if err == nil && wk.rng.IntN(5) == 0 {
+			if err2 := wk.unlockCall(n, hd, 2*time.Second, "unlock after success"); !errors.Is(err2, actorlock.ErrUnlocked) {
+				m.mu.Lock()
+				m.fail("a second Unlock returns ErrUnlocked", n, []string{hd.field}, "got %v", err2)
+				m.mu.Unlock()
+			}
+		}
+		return isFinal(err)
+	}
+}
+
+// isFinal: the hold is over for the caller (no reason to call again).
+func isFinal(err error) bool {
+	return err == nil || errors.Is(err, actorlock.ErrUnlocked) || errors.Is(err, actorlock.ErrLost) || errors.Is(err, actorlock.ErrClosed)
+}
+
+// unlockCall is one Unlock of hd with a ctx of timeout, judged against the
+// Held and, for the owner's last hold, against Redis.
+func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what string) error {
+	m := wk.w.model
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m.mu.Lock()
+	wasReleased := !hd.released.IsZero()
+	hd.unlocking++
+	if n.ownerUnlocks[hd.owner]++; n.ownerUnlocks[hd.owner] > 1 {
+		n.concurrentUnlock[hd.owner] = time.Now()
+	}
+	m.mu.Unlock()
+	m.opStart(n, hd.field)
+	id := m.begin(wk.id, what+" "+n.name, n.name, timeout+wk.w.cfg.tol)
+	err := hd.h.Unlock(ctx)
+	m.end(id)
+	now := time.Now()
+	m.mu.Lock()
+	hd.unlocking--
+	if n.ownerUnlocks[hd.owner]--; n.ownerUnlocks[hd.owner] <= 0 {
+		delete(n.ownerUnlocks, hd.owner)
+	}
+	n.record(wk.id, "%s %s token %d -> %s", what, short(hd.owner), hd.h.Token(), errKind(err))
+	switch {
+	case err == nil:
+		if hd.released.IsZero() {
+			hd.released = now
+		}
+	case errors.Is(err, actorlock.ErrUnlocked):
+		wasReleased = wasReleased || !hd.released.IsZero()
+		if hd.released.IsZero() {
+			hd.released = now
+		}
+		// ErrUnlocked without an Unlock that returned nil (or whose ctx
+		// ended first, or one running beside it) is a wrong answer.
+		if cause := hd.h.Err(); !errors.Is(cause, actorlock.ErrUnlocked) && !wasReleased && hd.unlocking == 0 && hd.ctxUnlock.IsZero() {
+			m.fail("Unlock's result matches the Held", n, []string{hd.field}, "Unlock returned ErrUnlocked; Err is %v", cause)
+		}
+	case errors.Is(err, actorlock.ErrLost):
+		if hd.toldLost.IsZero() {
+			hd.toldLost = now
+		}
+		m.taint(n, hd.field, now)
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		hd.ctxUnlock = now
+		hd.failedUnlock = true
+		n.unlockFailed[hd.owner] = true
+	default:
+		hd.failedUnlock = true
+		n.unlockFailed[hd.owner] = true
+	}
+	m.mu.Unlock()
+	m.opEnd(n, hd.field)
+	if err == nil && !hd.group {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		m.checkReleased(ctx, n, hd, wk.id)
+		cancel()
+	}
+	return err
+}
+
+func (wk *worker) unlockGroup(k int) {
+	m := wk.w.model
+	g := wk.groups[k]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	id := m.begin(wk.id, g.what+" unlock", g.members[0].name, 2*time.Second+wk.w.cfg.tol)
+	err := g.g.Unlock(ctx)
+	m.end(id)
+	now := time.Now()
+	m.mu.Lock()
+	for _, h := range g.members {
+		n := m.names[h.name]
+		n.record(wk.id, "%s unlock (member %s token %d) -> %s", g.what, short(h.owner), h.h.Token(), errKind(err))
+		if h.abandoned.IsZero() {
+			h.abandoned = now
+		}
+	}
+	m.mu.Unlock()
+	if err != nil && !errors.Is(err, actorlock.ErrUnlocked) && !errors.Is(err, actorlock.ErrClosed) && wk.rng.IntN(2) == 0 {
+		// Call again: a failed member must not be forgotten.
+		err2 := g.g.Unlock(ctx)
+		m.mu.Lock()
+		m.names[g.members[0].name].record(wk.id, "%s unlock again -> %s", g.what, errKind(err2))
+		m.mu.Unlock()
+	}
+	wk.groups = append(wk.groups[:k], wk.groups[k+1:]...)
+}
+
+func (wk *worker) extend() {
+	if len(wk.holds) == 0 {
+		return
+	}
+	m := wk.w.model
+	hd := wk.holds[wk.rng.IntN(len(wk.holds))]
+	n := m.names[hd.name]
+	d := wk.dur(wk.w.cfg.leaseMin, wk.w.cfg.leaseMax)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	m.opStart(n, hd.field)
+	id := m.begin(wk.id, "extend "+n.name, n.name, 2*time.Second+wk.w.cfg.tol)
+	err := hd.h.Extend(ctx, d)
+	m.end(id)
+	m.opEnd(n, hd.field)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n.record(wk.id, "extend %s token %d by %v -> %s", short(hd.owner), hd.h.Token(), d, errKind(err))
+	switch {
+	case err == nil:
+		hd.lease = max(hd.lease, d)
+	case errors.Is(err, actorlock.ErrLost):
+		if hd.toldLost.IsZero() {
+			hd.toldLost = time.Now()
+		}
+		m.taint(n, hd.field, time.Now())
+	}
+}
+
+func (wk *worker) force() {
+	m := wk.w.model
+	rt, _ := wk.snapshot()
+	n := wk.pickName()
+	l := handle(rt, n, wk.rng.IntN(2) == 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	from := time.Now()
+	id := m.begin(wk.id, "force-unlock "+n.name, n.name, 2*time.Second+wk.w.cfg.tol)
+	was, err := l.ForceUnlock(ctx)
+	m.end(id)
+	// A force-unlock whose reply was lost may still run for a call timeout.
+	m.breakName(n, from, time.Now().Add(wk.w.cfg.callTimeout))
+	m.mu.Lock()
+	n.record(wk.id, "force-unlock -> was locked %v, %s", was, errKind(err))
+	m.mu.Unlock()
+}
+
+func (wk *worker) del() {
+	m := wk.w.model
+	n := wk.pickName()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	from := time.Now()
+	err := wk.w.admin.Del(ctx, n.name).Err()
+	m.breakName(n, from, time.Now().Add(wk.w.cfg.callTimeout))
+	m.mu.Lock()
+	n.record(wk.id, "DEL by another client -> %s", errKind(err))
+	m.mu.Unlock()
+}
+
+// groupMembers picks k distinct names of the lock and fair kinds.
+func (wk *worker) groupMembers(k int) []*nameState {
+	var out []*nameState
+	for len(out) < k {
+		n := wk.pickName(kLock, kFair)
+		dup := false
+		for _, o := range out {
+			dup = dup || o == n
+		}
+		if !dup {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (wk *worker) multi() {
+	rt, gen := wk.snapshot()
+	names := wk.groupMembers(2 + wk.rng.IntN(2))
+	var locks []*actorlock.Lock
+	for _, n := range names {
+		locks = append(locks, handle(rt, n, false))
+	}
+	slots := make([]int, len(names))
+	gens := make([]int, len(names))
+	for i := range slots {
+		slots[i], gens[i] = wk.s.idx, gen
+	}
+	wk.group("multilock", names, slots, gens, func(ctx context.Context, try bool, opts []actorlock.AcquireOption) (*actorlock.GroupHeld, error) {
+		ml := actorlock.MultiLock(locks...)
+		if try {
+			return ml.TryAcquire(ctx, opts...)
+		}
+		return ml.Acquire(ctx, opts...)
+	})
+}
+
+// red is a RedLock over every runtime slot, each member a name of its own
+// (the slots' clients name distinct servers).
+func (wk *worker) red() {
+	if len(wk.w.slots) < 2 {
+		return
+	}
+	names := wk.groupMembers(len(wk.w.slots))
+	var locks []*actorlock.Lock
+	slots := make([]int, len(names))
+	gens := make([]int, len(names))
+	for i, s := range wk.w.slots {
+		s.mu.RLock()
+		locks = append(locks, handle(s.rt, names[i], false))
+		slots[i], gens[i] = s.idx, s.gen
+		s.mu.RUnlock()
+	}
+	wk.group("redlock", names, slots, gens, func(ctx context.Context, try bool, opts []actorlock.AcquireOption) (*actorlock.GroupHeld, error) {
+		rl := actorlock.RedLock(locks...)
+		if try {
+			return rl.TryAcquire(ctx, opts...)
+		}
+		return rl.Acquire(ctx, opts...)
+	})
+}
+
+func (wk *worker) group(what string, names []*nameState, slots, gens []int, acquire func(context.Context, bool, []actorlock.AcquireOption) (*actorlock.GroupHeld, error)) {
+	m := wk.w.model
+	try := wk.rng.IntN(2) == 0
+	var opts []actorlock.AcquireOption
+	ctxTimeout := wk.dur(100*time.Millisecond, 2*time.Second)
+	bound := ctxTimeout
+	if !try {
+		wait := wk.dur(0, 500*time.Millisecond)
+		opts = append(opts, actorlock.WaitTime(wait))
+		bound = min(bound, wait)
+	}
+	if wk.rng.IntN(3) == 0 {
+		opts = append(opts, actorlock.LeaseTime(wk.dur(wk.w.cfg.leaseMin, wk.w.cfg.leaseMax)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ctxTimeout)
+	defer cancel()
+	// A group waits for each member in turn, each bounded by what is
+	// left, and releases what it took when one fails.
+	id := m.begin(wk.id, what+" "+names[0].name, names[0].name, bound+wk.w.cfg.callTimeout+wk.w.cfg.tol)
+	g, err := acquire(ctx, try, opts)
+	m.end(id)
+	m.mu.Lock()
+	for _, n := range names {
+		n.record(wk.id, "%s try=%v over %d names -> %s", what, try, len(names), errKind(err))
+	}
+	m.mu.Unlock()
+	if err != nil {
+		return
+	}
+	gh := &groupHold{g: g, what: what}
+	byName := map[string]int{}
+	for i, n := range names {
+		byName[n.name] = i
+	}
+	for _, h := range g.Members() {
+		i := byName[h.Name()]
+		gh.members = append(gh.members, m.addHold(names[i], wk.id, slots[i], gens[i], h, false, true))
+	}
+	wk.groups = append(wk.groups, gh)
+}
+
+// tiny: a lease too small to mean anything is refused at the call.
+func (wk *worker) tiny() {
+	m := wk.w.model
+	rt, gen := wk.snapshot()
+	n := wk.pickName()
+	l := handle(rt, n, false)
+	lease := time.Duration(1 + wk.rng.Int64N(int64(10*time.Millisecond-1)))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	id := m.begin(wk.id, "tiny-lease "+n.name, n.name, 300*time.Millisecond+wk.w.cfg.tol)
+	h, err := l.Acquire(ctx, actorlock.LeaseTime(lease))
+	m.end(id)
+	m.mu.Lock()
+	n.record(wk.id, "acquire LeaseTime(%v) -> %s", lease, errKind(err))
+	if !errors.Is(err, actorlock.ErrInvalidArgument) {
+		m.fail("a lease under 10ms is refused with ErrInvalidArgument", n, nil, "LeaseTime(%v) got %v", lease, errKind(err))
+	}
+	m.mu.Unlock()
+	if h != nil {
+		wk.holds = append(wk.holds, m.addHold(n, wk.id, wk.s.idx, gen, h, false, false))
+	}
+}
+
+// drain releases everything the worker holds, as a careful caller would:
+// calling again while the outcome is not final.
+func (wk *worker) drain() {
+	for _, g := range wk.groups {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		_ = g.g.Unlock(ctx)
+		cancel()
+		m := wk.w.model
+		m.mu.Lock()
+		for _, h := range g.members {
+			if h.abandoned.IsZero() {
+				h.abandoned = time.Now()
+			}
+		}
+		m.mu.Unlock()
+	}
+	wk.groups = nil
+	for _, hd := range wk.holds {
+		n := wk.w.model.names[hd.name]
+		for try := 0; try < 5; try++ {
+			if isFinal(wk.unlockCall(n, hd, 3*time.Second, "drain unlock")) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wk.holds = nil
+}

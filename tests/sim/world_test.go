@@ -1,0 +1,533 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/internal/redisserver"
+)
+
+// config is one run, drawn from its seed (and narrowed by the shrinker).
+type config struct {
+	seed      uint64
+	duration  time.Duration
+	names     int
+	runtimes  int
+	workers   int // per runtime
+	faultRate float64
+	// faults and ops enabled (bit per kind); the shrinker clears bits.
+	faultMask uint32
+	opMask    uint32
+
+	watchdog    time.Duration
+	callTimeout time.Duration
+	idle        time.Duration
+	fairWait    time.Duration
+	handoffs    int
+	leaseMin    time.Duration
+	leaseMax    time.Duration
+	// readTimeouts per runtime slot: short ones make CLIENT PAUSE WRITE
+	// fail calls (script never ran), long ones let replies come back late.
+	readTimeouts []time.Duration
+	tol          time.Duration
+	// closeEvery: a runtime is closed and replaced mid-run this often (0: never).
+	closeEvery time.Duration
+	// adminEvery: the fault loop's period (pause, kill, pub/sub, restart).
+	adminEvery time.Duration
+	// known: issue 23's defects whose violations are counted, not failed
+	// (SIM_KNOWN), to look past them on a library that has them.
+	known map[int]bool
+	// keepGoing (SIM_KEEP_GOING): count violations and go on to the end.
+	keepGoing bool
+}
+
+func (c *config) faultOn(k int) bool { return c.faultMask&(1<<k) != 0 }
+func (c *config) opOn(k int) bool    { return c.opMask&(1<<k) != 0 }
+func (c *config) maxLease() time.Duration {
+	return max(c.watchdog, c.leaseMax)
+}
+
+// drawConfig derives a run's shape from its seed.
+func drawConfig(seed uint64, d time.Duration) *config {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	c := &config{
+		seed:        seed,
+		duration:    d,
+		names:       60 + r.IntN(240),
+		runtimes:    1 + r.IntN(3),
+		workers:     48 + r.IntN(48), // in all; per runtime below
+		faultRate:   0.06 + 0.06*r.Float64(),
+		faultMask:   1<<nFaultKinds - 1,
+		opMask:      1<<nOps - 1,
+		watchdog:    time.Duration(1000+r.IntN(500)) * time.Millisecond,
+		callTimeout: 3 * time.Second,
+		idle:        time.Duration(10+r.IntN(290)) * time.Millisecond,
+		fairWait:    time.Second,
+		handoffs:    r.IntN(9),
+		leaseMin:    400 * time.Millisecond,
+		leaseMax:    1500 * time.Millisecond,
+		tol:         time.Second,
+		adminEvery:  time.Duration(300+r.IntN(700)) * time.Millisecond,
+	}
+	if raceEnabled {
+		c.tol = 2 * time.Second
+		c.workers /= 2
+	}
+	// Workers mostly wait (on a held name, or on Redis): the CPU is not
+	// what bounds operations a minute, so a run has many.
+	c.workers = max(c.workers/c.runtimes, 4)
+	// Enough names that most acquisitions do not wait (a waiting worker
+	// does nothing else), few enough that some do: about two names per
+	// hold the workers keep (each keeps up to maxHolds, 1.5 on average).
+	c.names = max(c.names, 3*c.runtimes*c.workers)
+	for i := 0; i < c.runtimes; i++ {
+		// Below the call timeout, so that a call's own bound is the
+		// runtime's (WithCallTimeout) whatever the client does.
+		rt := 2500 * time.Millisecond
+		if r.IntN(2) == 0 {
+			rt = 300 * time.Millisecond
+		}
+		c.readTimeouts = append(c.readTimeouts, rt)
+	}
+	// A restart without persistence is unsafe (locks vanish): one seed in
+	// three has it.
+	if r.IntN(3) != 0 {
+		c.faultMask &^= 1 << fRestart
+	}
+	if r.IntN(2) == 0 {
+		c.closeEvery = time.Duration(5+r.IntN(10)) * time.Second
+	}
+	return c
+}
+
+func (c *config) String() string {
+	var faults, ops []string
+	for k := 0; k < nFaultKinds; k++ {
+		if c.faultOn(k) {
+			faults = append(faults, faultNames[k])
+		}
+	}
+	for k := 0; k < nOps; k++ {
+		if c.opOn(k) {
+			ops = append(ops, opNames[k])
+		}
+	}
+	return fmt.Sprintf("seed %d: %d names, %d runtimes x %d workers, watchdog %v, idle %v, hand-offs %d, read timeouts %v, close every %v, fault rate %.1f%%\n  faults: %s\n  ops: %s",
+		c.seed, c.names, c.runtimes, c.workers, c.watchdog, c.idle, c.handoffs, c.readTimeouts, c.closeEvery, 100*c.faultRate,
+		strings.Join(faults, " "), strings.Join(ops, " "))
+}
+
+// world is one run: a redis-server, runtimes in slots, the model.
+type world struct {
+	cfg   *config
+	start time.Time
+	srv   *redisserver.Server
+	admin *redis.Client // the checker's and the fault loop's: no faults
+	slots []*slot
+	model *model
+
+	ctx    context.Context // ends when the run should stop
+	cancel context.CancelFunc
+
+	faultsOn     atomic.Bool
+	calls        atomic.Int64
+	faultedCalls atomic.Int64
+	ops          atomic.Int64
+	faultCount   [nFaultKinds]atomic.Int64
+}
+
+// slot is a runtime position; Close mid-run replaces its runtime (gen+1).
+type slot struct {
+	idx int
+	mu  sync.RWMutex
+	gen int
+	rt  *actorlock.Runtime
+	rdb *redis.Client
+	f   *faults
+}
+
+func (w *world) stop() { w.cancel() }
+
+func (w *world) countFault(kind int, names []string, desc string) {
+	w.faultCount[kind].Add(1)
+	w.faultedCalls.Add(1)
+	if len(names) == 0 {
+		return
+	}
+	m := w.model
+	m.mu.Lock()
+	for _, name := range names {
+		if n := m.names[name]; n != nil {
+			n.record(-1, "fault: %s", desc)
+		}
+	}
+	m.mu.Unlock()
+}
+
+// newRuntime starts the runtime of slot s: a client of its own, whose
+// address names the slot so that RedLock sees the slots as distinct
+// servers (each RedLock member uses its own names, so no key is shared).
+func (w *world) newRuntime(s *slot) error {
+	c := w.cfg
+	f := newFaults(w, s.idx, c.seed+uint64(s.gen)*131, c.readTimeouts[s.idx])
+	addr := w.srv.Addr
+	rdb := redis.NewClient(&redis.Options{
+		Addr: fmt.Sprintf("sim-slot-%d:%d", s.idx, w.srv.Port),
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+		ReadTimeout:  c.readTimeouts[s.idx],
+		WriteTimeout: c.readTimeouts[s.idx],
+		DialTimeout:  time.Second,
+		PoolSize:     32,
+	})
+	rdb.AddHook(f)
+	rt, err := actorlock.New(rdb,
+		actorlock.WithWatchdog(c.watchdog), actorlock.WithIdleTimeout(c.idle), actorlock.WithCallTimeout(c.callTimeout),
+		actorlock.WithFairWaitTimeout(c.fairWait), actorlock.WithMaxHandoffs(c.handoffs))
+	if err != nil {
+		_ = rdb.Close()
+		return err
+	}
+	s.rt, s.rdb, s.f = rt, rdb, f
+	return nil
+}
+
+func (w *world) listHeld() []listedHold {
+	var out []listedHold
+	for _, s := range w.slots {
+		s.mu.RLock()
+		for _, h := range s.rt.Held() {
+			out = append(out, listedHold{slot: s.idx, h: h})
+		}
+		s.mu.RUnlock()
+	}
+	return out
+}
+
+// result is what a run measured, and its first violation.
+type result struct {
+	v          *violation
+	elapsed    time.Duration
+	ops        int64
+	calls      int64
+	faulted    int64
+	faultKinds [nFaultKinds]int64
+	closes     int
+	known      int
+}
+
+func (r *result) String() string {
+	min := r.elapsed.Minutes()
+	var kinds []string
+	for k, n := range r.faultKinds {
+		if n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%s %d", faultNames[k], n))
+		}
+	}
+	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes",
+		r.elapsed.Seconds(), r.ops, float64(r.ops)/min, r.calls, r.faulted, 100*float64(r.faulted)/max(float64(r.calls), 1),
+		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes)
+}
+
+// runWorld runs one simulation and returns what it found.
+func runWorld(c *config, logf func(string, ...any)) (*result, error) {
+	ignore := goleak.IgnoreCurrent()
+	srv, err := redisserver.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	w := &world{cfg: c, srv: srv, start: time.Now()}
+	w.ctx, w.cancel = context.WithTimeout(context.Background(), c.duration)
+	defer w.cancel()
+	w.admin = redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 5 * time.Second, PoolSize: 8})
+	defer w.admin.Close()
+	w.model = newModel(w)
+	prefix := fmt.Sprintf("sim%d", c.seed)
+	for i := 0; i < c.names; i++ {
+		k := i % 3
+		w.model.addName(fmt.Sprintf("%s:%s:%d", prefix, kindNames[k], i), k)
+	}
+	for i := 0; i < c.runtimes; i++ {
+		s := &slot{idx: i}
+		if err := w.newRuntime(s); err != nil {
+			return nil, err
+		}
+		w.slots = append(w.slots, s)
+	}
+	w.faultsOn.Store(true)
+	res := &result{}
+
+	var wg sync.WaitGroup
+	workers := make([]*worker, 0, c.runtimes*c.workers)
+	for _, s := range w.slots {
+		for j := 0; j < c.workers; j++ {
+			wk := newWorker(w, s, len(workers))
+			workers = append(workers, wk)
+			wg.Add(1)
+			go func() { defer wg.Done(); wk.run() }()
+		}
+	}
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { defer bg.Done(); w.faultLoop(res) }()
+	sweepDone := make(chan struct{})
+	go func() {
+		defer bg.Done()
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepDone:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				w.model.sweep(ctx)
+				cancel()
+			}
+		}
+	}()
+	<-w.ctx.Done()
+	res.elapsed = time.Since(w.start)
+	// Quiescence: no more faults, every worker releases what it holds.
+	w.faultsOn.Store(false)
+	wg.Wait()
+	res.ops = w.ops.Load()
+	res.calls, res.faulted = w.calls.Load(), w.faultedCalls.Load()
+	for k := range res.faultKinds {
+		res.faultKinds[k] = w.faultCount[k].Load()
+	}
+	drain := time.Now()
+	for _, wk := range workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); wk.drain() }()
+	}
+	wg.Wait()
+	logf("drained in %v", time.Since(drain).Round(time.Millisecond))
+	close(sweepDone)
+	bg.Wait()
+	if v := w.finish(ignore); v != nil && w.model.first == nil {
+		w.model.first = v
+	}
+	for _, inv := range w.model.order {
+		logf("%d violations of %q; the first:\n%v", w.model.byInvariant[inv], inv, w.model.firstOf[inv])
+		if w.model.first == nil {
+			w.model.first = w.model.firstOf[inv]
+		}
+	}
+	res.v = w.model.first
+	for d, k := range w.model.knownSeen {
+		logf("known defect %d: %d violations of its shape; the first:\n%v", d, k, w.model.knownFirst[d])
+		res.known += k
+	}
+	return res, nil
+}
+
+// faultLoop lands the faults that are not per call: CLIENT PAUSE WRITE,
+// killed connections, slow pub/sub, restarts, a runtime closed mid-run.
+func (w *world) faultLoop(res *result) {
+	c := w.cfg
+	r := rand.New(rand.NewPCG(c.seed, 0xfa17))
+	t := time.NewTicker(c.adminEvery)
+	defer t.Stop()
+	nextClose := time.Now().Add(c.closeEvery)
+	restarts := 0
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c.closeEvery > 0 && time.Now().After(nextClose) {
+			nextClose = time.Now().Add(c.closeEvery)
+			w.closeMidRun(w.slots[r.IntN(len(w.slots))])
+			res.closes++
+		}
+		s := w.slots[r.IntN(len(w.slots))]
+		switch k := r.IntN(10); {
+		case k < 3 && c.faultOn(fKillConn):
+			s.mu.RLock()
+			if s.f.killConn(r.IntN(2) == 0) {
+				w.countFault(fKillConn, nil, "")
+			}
+			s.mu.RUnlock()
+		case k < 5 && c.faultOn(fPubSubSlow):
+			s.mu.RLock()
+			s.f.slowPubSub(time.Duration(200+r.IntN(1500)) * time.Millisecond)
+			s.mu.RUnlock()
+			w.countFault(fPubSubSlow, nil, "")
+		case k < 7 && c.faultOn(fPauseWrite):
+			ms := 100 + r.IntN(1400)
+			if err := w.admin.Do(w.ctx, "CLIENT", "PAUSE", ms, "WRITE").Err(); err == nil {
+				w.countFault(fPauseWrite, nil, "")
+				w.model.note("fault: CLIENT PAUSE WRITE %dms", ms)
+				w.model.stall(time.Now().Add(time.Duration(ms)*time.Millisecond + c.maxLease()))
+			}
+		case k == 7 && c.faultOn(fRestart) && restarts < 2 && r.IntN(4) == 0:
+			restarts++
+			from := time.Now()
+			err := w.srv.Restart()
+			w.countFault(fRestart, nil, "")
+			w.model.note("fault: redis-server restarted without persistence (%v)", err)
+			w.model.mu.Lock()
+			// Holds granted before it may overlap holds granted after,
+			// until the older ones' leases are over (README: unsafe).
+			w.model.restarts = append(w.model.restarts, interval{from, time.Now().Add(c.maxLease() + c.tol)})
+			w.model.stalls = append(w.model.stalls, interval{from, time.Now().Add(c.maxLease() + c.tol)})
+			for _, n := range w.model.list {
+				n.restarts = w.model.restarts
+			}
+			w.model.mu.Unlock()
+		}
+	}
+}
+
+// stall records a window in which waiters cannot be served.
+func (m *model) stall(until time.Time) {
+	m.mu.Lock()
+	m.stalls = append(m.stalls, interval{time.Now(), until})
+	m.mu.Unlock()
+}
+
+// note records a global event in every name's history.
+func (m *model) note(format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.list {
+		n.record(-1, format, args...)
+	}
+}
+
+// closeMidRun closes slot s's runtime while its workers use it, and starts
+// a new one in its place: every Held of the old one ends.
+func (w *world) closeMidRun(s *slot) {
+	s.mu.Lock()
+	old, oldRdb, oldGen := s.rt, s.rdb, s.gen
+	s.gen++
+	err := w.newRuntime(s)
+	s.mu.Unlock()
+	if err != nil {
+		w.model.mu.Lock()
+		w.model.fail("a runtime starts", nil, nil, "New: %v", err)
+		w.model.mu.Unlock()
+		return
+	}
+	w.model.note("runtime %d (gen %d) closing mid-run", s.idx, oldGen)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	id := w.model.begin(-1, "Close", "", 10*time.Second+w.cfg.tol)
+	err = old.Close(ctx)
+	w.model.end(id)
+	defer oldRdb.Close()
+	m := w.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		m.note2("runtime %d Close: %v", s.idx, err)
+	}
+	for _, n := range m.list {
+		for _, h := range n.holds {
+			if h.slot == s.idx && h.gen == oldGen && h.live() && !doneNow(h) {
+				m.failKnown(knownLost(n, h), "Close ends every Held", n, []string{h.field}, "token %d of the closed runtime %d still open after Close returned (%v)", h.h.Token(), s.idx, err)
+			}
+		}
+	}
+}
+
+func (m *model) note2(format string, args ...any) {
+	for _, n := range m.list {
+		n.record(-1, format, args...)
+	}
+}
+
+// knownLost: a Held that an Unlock or Extend already called lost, in one
+// of the shapes of defects 2 and 5, is forgotten by the runtime (Close
+// does not end it either).
+func knownLost(n *nameState, h *hold) int {
+	if h.toldLost.IsZero() {
+		return 0
+	}
+	return known5(n, h)
+}
+
+// finish closes everything and checks that nothing is left: no Held open,
+// no lock key in Redis, no goroutine.
+func (w *world) finish(ignore goleak.Option) *violation {
+	c := w.cfg
+	m := w.model
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	// Let a CLIENT PAUSE end.
+	_ = w.admin.Do(ctx, "CLIENT", "UNPAUSE").Err()
+	for _, s := range w.slots {
+		if err := s.rt.Close(ctx); err != nil && m.first == nil {
+			return &violation{invariant: "Close succeeds after quiescence", detail: err.Error(), at: time.Since(w.start)}
+		}
+	}
+	m.mu.Lock()
+	for _, n := range m.list {
+		for _, h := range n.holds {
+			if h.live() && !doneNow(h) {
+				m.failKnown(knownLost(n, h), "Close ends every Held", n, []string{h.field}, "token %d still open after Close", h.h.Token())
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, s := range w.slots {
+		_ = s.rdb.Close()
+	}
+	if m.first != nil {
+		return m.first
+	}
+	// Lock keys: none once Close released everything; latches expire
+	// within the call timeout, a hold orphaned by a fault within a lease.
+	deadline := time.Now().Add(c.callTimeout + c.maxLease() + c.tol)
+	var left []string
+	for {
+		keys, err := w.admin.Keys(ctx, "*").Result()
+		left = left[:0]
+		if err == nil {
+			for _, k := range keys {
+				if !strings.HasPrefix(k, "redisson_lock_token:") {
+					left = append(left, k)
+				}
+			}
+		}
+		if err == nil && len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(left) > 0 {
+		v := &violation{invariant: "after quiescence and Close, Redis holds no lock keys", at: time.Since(w.start), detail: fmt.Sprintf("%d keys left, e.g. %v", len(left), left[:min(len(left), 5)])}
+		for _, k := range left {
+			for name, n := range m.names {
+				if strings.Contains(k, name) {
+					v.name, v.history = name, n.history(w.start)
+				}
+			}
+			if v.name != "" {
+				break
+			}
+		}
+		return v
+	}
+	_ = w.admin.Close()
+	_ = w.srv.Close()
+	if err := goleak.Find(ignore); err != nil {
+		return &violation{invariant: "Close leaves no goroutine running", detail: err.Error(), at: time.Since(w.start)}
+	}
+	return nil
+}
