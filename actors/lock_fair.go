@@ -42,6 +42,9 @@ func (fair) blocked(holds *holdSet, r *request) bool { return heldByOther(holds,
 
 func (fair) upgrade(*hold, *request) bool { return false }
 
+// pass: nobody passes; the Redis queue's order is the order.
+func (fair) pass(*lockActor, *request) *request { return nil }
+
 // handsTo: the earliest local waiter is offered the lock once it has a
 // place in the Redis queue; the script grants it only if that place is the
 // head, so the global order holds.

@@ -103,6 +103,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	}
 	s.wakes = a.wakes
 	r.inflight = true
+	r.tries++
 	args := attemptArgs{
 		AcquireArgs: scripts.AcquireArgs{
 			Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
