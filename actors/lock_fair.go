@@ -108,6 +108,18 @@ func (a *lockActor) giveUpPlace(r *request, res AcquireResult) {
 	r.overdue = a.env.timers.SendOnce(a.env.CallTimeout, a.self, &leaveOverdue{req: r})
 }
 
+// attemptedAfterGivingUp follows the outcome of the attempt of a waiter that
+// gave up meanwhile (attempted has undone a grant, or left the queue after
+// a refusal): an attempt that failed without running leaves the place an
+// earlier attempt took. Its answer goes once no leave of it is under way;
+// a grant took its place off the queue.
+func (a *lockActor) attemptedAfterGivingUp(s *attemptStep) {
+	r := s.req
+	if r.gaveUp != nil && !r.left && (s.grant.Acquired || !a.leaveIfQueued(r, false)) {
+		a.deliverGaveUp(r)
+	}
+}
+
 // deliverGaveUp delivers r's held answer, if it still has one.
 func (a *lockActor) deliverGaveUp(r *request) {
 	if r == nil || r.gaveUp == nil {

@@ -128,9 +128,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	s.req.inflight = false
 	a.attempted(ctx, s, d)
-	if !s.req.left {
-		a.deliverGaveUp(s.req) // no leave of it followed: nothing more to wait for
-	}
+	a.attemptedAfterGivingUp(s)
 }
 
 // ---- release ---------------------------------------------------------------

@@ -564,3 +564,52 @@ func TestFairLiveWaiterKeepsItsPlace(t *testing.T) {
 	require.NoError(t, <-got)
 	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
 }
+
+// A waiter that gives up while its first attempt (which joins the queue) is
+// in flight waits for that attempt, then leaves: Redis, frozen meanwhile,
+// ran the join once it woke, and the waiter is gone from the queue when
+// Acquire returns.
+func TestFairGiveUpWhileItsAttemptIsInFlight(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 3 * time.Second
+	srv, rdb, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup-inflight"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx, actorlock.LeaseTime(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := rt.FairLock(name).Acquire(wctx)
+		errc <- err
+	}()
+	time.Sleep(800 * time.Millisecond) // given up at 300 ms, its attempt stuck in the frozen Redis
+	select {
+	case err := <-errc:
+		t.Fatalf("answered before its attempt came back: %v", err)
+	default:
+	}
+	require.NoError(t, srv.Resume())
+	resumed = true
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		n, z := rdb.LLen(ctx, queue).Val(), rdb.ZCard(ctx, timeouts).Val()
+		assert.Zero(t, n+z, "%d queued, %d timeouts when Acquire returned", n, z)
+		assert.Less(t, time.Since(start), 300*time.Millisecond+callTimeout, "bounded by the call timeout")
+		t.Logf("returned after %v", time.Since(start))
+	case <-time.After(2 * callTimeout):
+		t.Fatal("the waiter did not return")
+	}
+	require.NoError(t, holder.Unlock(ctx))
+}
