@@ -267,6 +267,12 @@ func (rt *Runtime) Lock(name string, opts ...LockOption) *Lock {
 // Reentrancy, leases and the watchdog are as for Lock; TryAcquire never
 // joins the queue. The fair lock and the reentrant lock of one name share
 // its Redis key: use one kind per name.
+//
+// A waiter that gives up (its wait time or ctx ends) returns once it has
+// left the Redis queue, as Redisson's tryLock does; a Redis that does not
+// answer delays that return by the call timeout at most. While it waits,
+// its runtime keeps its place alive, so the place of a waiter whose process
+// died goes about a watchdog lease later (see WithFairWaitTimeout).
 func (rt *Runtime) FairLock(name string, opts ...LockOption) *Lock {
 	return rt.lock(messages.Kind_KIND_FAIR, name, opts)
 }
@@ -278,6 +284,11 @@ func (rt *Runtime) FairLock(name string, opts ...LockOption) *Lock {
 // releasing the write leaves the read held), while one descending from a
 // read hold's may not take the write lock (an upgrade would deadlock) and
 // gets ErrUpgrade.
+//
+// A reader gets the lock whenever no other owner writes, even while writers
+// wait, as with Redisson, and the same for readers of this runtime and of
+// others: readers that keep overlapping can keep a writer waiting. A write
+// re-entry adds its lease to the lock's remaining TTL, as Redisson's does.
 func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock {
 	read := rt.lock(messages.Kind_KIND_READ, name, opts)
 	write := *read

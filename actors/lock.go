@@ -62,6 +62,7 @@ type lockActor struct {
 	yieldUntil time.Duration // since epoch (timer.go); see afterPublicRelease
 	retry      deadline      // the contender's next try without a message
 	places     deadline      // fair lock: the next refresh of its waiters' places (lock_fair.go)
+	readerSeen *request      // read-write lock: the earliest reader waiting, as last found (lock_rw.go)
 	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
 	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
@@ -88,6 +89,9 @@ type family interface {
 	// upgrade reports whether r asks to upgrade its owner's hold h, which
 	// only the owner can end: waiting would deadlock.
 	upgrade(h *hold, r *request) bool
+	// pass is a waiter that may try before head, which cannot go now, or
+	// nil (lock_rw.go).
+	pass(a *lockActor, head *request) *request
 	// handsTo reports whether a release of the last hold may hand the lock
 	// to the local head next in the same script.
 	handsTo(a *lockActor, next *request) bool
@@ -146,7 +150,7 @@ func newLockActor(env *runtimeEnv, key LockKey) *lockActor {
 		env:   env,
 		key:   key,
 		fam:   familyOf(key.Kind),
-		queue: newWaiters[*request](),
+		queue: newWaiters[*request]().marking(reads),
 	}
 }
 
@@ -431,12 +435,12 @@ func (a *lockActor) kick(ctx actor.Context) {
 // when something suggests it may succeed and no local hold rules it out
 // (a waiter that queues in Redis must also hold its place there already).
 func (a *lockActor) contender() *request {
-	if !a.headReady || a.queue.waiting() == 0 || since() < a.yieldUntil {
+	if a.queue.waiting() == 0 || since() < a.yieldUntil {
 		return nil
 	}
 	head := a.front()
-	if head.inflight || a.fam.blocked(&a.holds, head) || (a.fam.queues() && !head.enqueued) || a.settlingFor(head.owner) {
-		return nil
+	if !a.headReady || head.inflight || a.fam.blocked(&a.holds, head) || (a.fam.queues() && !head.enqueued) || a.settlingFor(head.owner) {
+		return a.fam.pass(a, head)
 	}
 	return head
 }

@@ -36,6 +36,8 @@ type request struct {
 	gaveUp   *AcquireResult       // fair lock: its answer, held until its place is given up (lock_fair.go)
 	overdue  scheduler.CancelFunc // the timer that bounds how long gaveUp is held
 	met      bool                 // an attempt met another owner: its grant is a hand-off through Redis
+	tries    int                  // attempts started
+	passed   passMark             // read-write lock: when it last tried before a writer ahead (lock_rw.go)
 }
 
 func (r *request) leaseOr(watchdog time.Duration) time.Duration {

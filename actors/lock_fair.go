@@ -42,6 +42,9 @@ func (fair) blocked(holds *holdSet, r *request) bool { return heldByOther(holds,
 
 func (fair) upgrade(*hold, *request) bool { return false }
 
+// pass: nobody passes; the Redis queue's order is the order.
+func (fair) pass(*lockActor, *request) *request { return nil }
+
 // handsTo: the earliest local waiter is offered the lock once it has a
 // place in the Redis queue; the script grants it only if that place is the
 // head, so the global order holds.
@@ -103,6 +106,18 @@ func (a *lockActor) giveUpPlace(r *request, res AcquireResult) {
 	}
 	r.gaveUp = &res
 	r.overdue = a.env.timers.SendOnce(a.env.CallTimeout, a.self, &leaveOverdue{req: r})
+}
+
+// attemptedAfterGivingUp follows the outcome of the attempt of a waiter that
+// gave up meanwhile (attempted has undone a grant, or left the queue after
+// a refusal): an attempt that failed without running leaves the place an
+// earlier attempt took. Its answer goes once no leave of it is under way;
+// a grant took its place off the queue.
+func (a *lockActor) attemptedAfterGivingUp(s *attemptStep) {
+	r := s.req
+	if r.gaveUp != nil && !r.left && (s.grant.Acquired || !a.leaveIfQueued(r, false)) {
+		a.deliverGaveUp(r)
+	}
 }
 
 // deliverGaveUp delivers r's held answer, if it still has one.

@@ -40,6 +40,9 @@ func (reentrant) blocked(holds *holdSet, r *request) bool { return heldByOther(h
 
 func (reentrant) upgrade(*hold, *request) bool { return false }
 
+// pass: nobody passes the head.
+func (reentrant) pass(*lockActor, *request) *request { return nil }
+
 // handsTo: the owner's last release goes straight to the head, MaxHandoffs
 // times in a row at most, then publicly so that other processes get a turn.
 func (reentrant) handsTo(a *lockActor, _ *request) bool { return int(a.handoffs) < a.env.MaxHandoffs }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -102,4 +103,56 @@ func (readWrite) allHolds(h *hold) (reads, writes int64) { return h.count, h.wri
 
 func upgradeError() error {
 	return fmt.Errorf("%w: %w", ErrNotAcquired, ErrUpgrade)
+}
+
+// passMark is when a reader last tried before a writer ahead of it: the
+// wake-ups so far, that writer, and how many attempts it had started.
+type passMark struct {
+	wakes  uint64
+	writer *request
+	tries  int
+}
+
+// pass: a reader does not wait behind a local writer that cannot go now
+// (the lock is read-held, here or elsewhere). A reader gets the lock
+// whenever no other owner writes, whether writers wait or not: that is
+// Redisson's read lock, and what the read script grants any client, so a
+// local reader is served as a remote one would be (and a writer can wait
+// as long as readers keep overlapping, as with Redisson). The earliest
+// reader behind the writer tries once per chance the writer gets (a
+// wake-up, or an attempt of the writer), so a reader refused because
+// another owner writes waits as the writer does.
+func (readWrite) pass(a *lockActor, head *request) *request {
+	if !head.write() || a.queue.marked == 0 {
+		a.readerSeen = nil
+		return nil // no reader waits; a reader at the head waits for what all readers wait for
+	}
+	r := a.firstReader()
+	mark := passMark{wakes: a.wakes, writer: head, tries: head.tries}
+	if r == nil || r.inflight || r.passed == mark || (readWrite{}).blocked(&a.holds, r) || a.settlingFor(r.owner) {
+		return nil
+	}
+	r.passed = mark
+	return r
+}
+
+// reads marks the requests the lock actor's queue counts: readers.
+func reads(r *request) bool { return r.kind == messages.Kind_KIND_READ }
+
+// firstReader is the earliest reader in the FIFO, found
+// again only once the one found last has left it: readers join at the
+// back, so it stays the earliest (but for a lost re-entry put back at the
+// front, which then waits its turn), and waiting writers are not scanned
+// at every message.
+func (a *lockActor) firstReader() *request {
+	if r := a.readerSeen; r != nil && r.elem != nil {
+		return r
+	}
+	for e := a.queue.fifo.Front(); e != nil; e = e.Next() {
+		if r := e.Value.(*request); reads(r) {
+			a.readerSeen = r
+			return r
+		}
+	}
+	return nil
 }

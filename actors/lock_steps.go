@@ -105,6 +105,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	}
 	s.wakes = a.wakes
 	r.inflight = true
+	r.tries++
 	args := attemptArgs{
 		AcquireArgs: scripts.AcquireArgs{
 			Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
@@ -136,9 +137,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	s.req.inflight = false
 	a.attempted(ctx, s, d)
-	if !s.req.left {
-		a.deliverGaveUp(s.req) // no leave of it followed: nothing more to wait for
-	}
+	a.attemptedAfterGivingUp(s)
 }
 
 // ---- release ---------------------------------------------------------------

@@ -24,6 +24,8 @@ import (
 type waiters[R waiter] struct {
 	fifo    *list.List
 	pending map[reqKey]R
+	mark    func(R) bool // which requests marked counts; nil: none
+	marked  int          // how many marked requests wait in the FIFO
 }
 
 // waiter is a request the queue can hold.
@@ -44,6 +46,19 @@ func (w *waitState) wait() *waitState { return w }
 
 func newWaiters[R waiter]() waiters[R] {
 	return waiters[R]{fifo: list.New(), pending: map[reqKey]R{}}
+}
+
+// marking makes q count the requests in its FIFO that mark reports (marked).
+func (q waiters[R]) marking(mark func(R) bool) waiters[R] {
+	q.mark = mark
+	return q
+}
+
+// remark adds d to marked if r is a marked request.
+func (q *waiters[R]) remark(r R, d int) {
+	if q.mark != nil && q.mark(r) {
+		q.marked += d
+	}
 }
 
 // add makes r pending; false: a request with its id is pending already.
@@ -71,11 +86,21 @@ func (q *waiters[R]) expireAt(timers *scheduler.TimerScheduler, self *actor.PID,
 }
 
 // pushBack and pushFront put r in the FIFO.
-func (q *waiters[R]) pushBack(r R)  { r.wait().elem = q.fifo.PushBack(r) }
-func (q *waiters[R]) pushFront(r R) { r.wait().elem = q.fifo.PushFront(r) }
+func (q *waiters[R]) pushBack(r R) {
+	r.wait().elem = q.fifo.PushBack(r)
+	q.remark(r, 1)
+}
+
+func (q *waiters[R]) pushFront(r R) {
+	r.wait().elem = q.fifo.PushFront(r)
+	q.remark(r, 1)
+}
 
 // pushAfter puts r in the FIFO right behind the element at.
-func (q *waiters[R]) pushAfter(r R, at *list.Element) { r.wait().elem = q.fifo.InsertAfter(r, at) }
+func (q *waiters[R]) pushAfter(r R, at *list.Element) {
+	r.wait().elem = q.fifo.InsertAfter(r, at)
+	q.remark(r, 1)
+}
 
 // queued reports whether r waits in the FIFO.
 func (q *waiters[R]) queued(r R) bool { return r.wait().elem != nil }
@@ -98,6 +123,7 @@ func (q *waiters[R]) unqueue(r R) {
 	if w.elem != nil {
 		q.fifo.Remove(w.elem)
 		w.elem = nil
+		q.remark(r, -1)
 	}
 }
 
@@ -114,6 +140,7 @@ func (q *waiters[R]) forget(r R) (wasHead bool) {
 		wasHead = q.fifo.Front() == w.elem
 		q.fifo.Remove(w.elem)
 		w.elem = nil
+		q.remark(r, -1)
 	}
 	return wasHead
 }

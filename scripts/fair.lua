@@ -7,9 +7,12 @@
 -- passes. A waiter's slot is its deadline minus the deadline of what is
 -- ahead of it (the waiter ahead, or the holder's expiry); when it leaves
 -- the queue, those behind move up by its slot, so each keeps its own wait
--- after the one ahead of it. A live runtime's waiters keep their places by
--- fair_refresh.lua. "Now" is the Redis server's clock, the same for every
--- client.
+-- after the one ahead of it, but none to before the deadline of the one
+-- that left (had it stayed, they would have kept their places that long).
+-- A live runtime's waiters keep their places by fair_refresh.lua, which
+-- gives them all the same near deadline: the floor keeps a leaving one from
+-- taking the others' places with it. "Now" is the Redis server's clock,
+-- the same for every client.
 local function now_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -31,13 +34,21 @@ local function prune(queue, timeouts, now)
   end
 end
 
--- move_up moves every waiter from position from (1-based) on by -slot ms.
-local function move_up(queue, timeouts, from, slot)
+-- move_up moves every waiter from position from (1-based) on up by slot
+-- ms, but none to before floor (the deadline of the one that left) unless
+-- it was there already.
+local function move_up(queue, timeouts, from, slot, floor)
   if slot == 0 then
     return
   end
   for _, owner in ipairs(redis.call('lrange', queue, from - 1, -1)) do
-    redis.call('zincrby', timeouts, -slot, owner)
+    local deadline = tonumber(redis.call('zscore', timeouts, owner))
+    if deadline then
+      local moved = math.max(deadline - slot, math.min(deadline, floor))
+      if moved ~= deadline then
+        redis.call('zadd', timeouts, moved, owner)
+      end
+    end
   end
 end
 
@@ -49,7 +60,7 @@ local function take_head(queue, timeouts, now)
   local deadline = tonumber(redis.call('zscore', timeouts, head))
   redis.call('zrem', timeouts, head)
   if deadline then
-    move_up(queue, timeouts, 1, math.max(deadline - now, 0))
+    move_up(queue, timeouts, 1, math.max(deadline - now, 0), deadline)
   end
 end
 

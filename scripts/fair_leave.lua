@@ -26,7 +26,7 @@ if deadline then
     local prev = redis.call('lindex', KEYS[2], at - 1)
     ahead = tonumber(redis.call('zscore', KEYS[3], prev)) or deadline
   end
-  move_up(KEYS[2], KEYS[3], at + 2, deadline - ahead)
+  move_up(KEYS[2], KEYS[3], at + 2, deadline - ahead, deadline)
 end
 redis.call('zrem', KEYS[3], ARGV[1])
 redis.call('lrem', KEYS[2], 0, ARGV[1])

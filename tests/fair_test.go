@@ -564,3 +564,102 @@ func TestFairLiveWaiterKeepsItsPlace(t *testing.T) {
 	require.NoError(t, <-got)
 	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
 }
+
+// A waiter that gives up while its first attempt (which joins the queue) is
+// in flight waits for that attempt, then leaves: Redis, frozen meanwhile,
+// ran the join once it woke, and the waiter is gone from the queue when
+// Acquire returns.
+func TestFairGiveUpWhileItsAttemptIsInFlight(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 3 * time.Second
+	srv, rdb, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup-inflight"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx, actorlock.LeaseTime(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := rt.FairLock(name).Acquire(wctx)
+		errc <- err
+	}()
+	time.Sleep(800 * time.Millisecond) // given up at 300 ms, its attempt stuck in the frozen Redis
+	select {
+	case err := <-errc:
+		t.Fatalf("answered before its attempt came back: %v", err)
+	default:
+	}
+	require.NoError(t, srv.Resume())
+	resumed = true
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		n, z := rdb.LLen(ctx, queue).Val(), rdb.ZCard(ctx, timeouts).Val()
+		assert.Zero(t, n+z, "%d queued, %d timeouts when Acquire returned", n, z)
+		assert.Less(t, time.Since(start), 300*time.Millisecond+callTimeout, "bounded by the call timeout")
+		t.Logf("returned after %v", time.Since(start))
+	case <-time.After(2 * callTimeout):
+		t.Fatal("the waiter did not return")
+	}
+	require.NoError(t, holder.Unlock(ctx))
+}
+
+// Refreshed places keep a slot each: when the first of two live waiters
+// takes the lock and lets it go at once, the second is still next, ahead of
+// a Redisson waiter that joined behind it.
+func TestFairRefreshedWaitersKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	const watchdog = 3 * time.Second
+	_, rdb, rt := setup(t, actorlock.WithWatchdog(watchdog))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-refresh-order"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var order []string
+	var wg sync.WaitGroup
+	var owners []string
+	for i := range 2 {
+		l := rt.FairLock(name, actorlock.WithOwner(fmt.Sprintf("%s:w%d", rt.ID(), i)))
+		owners = append(owners, l.Owner())
+		wg.Go(func() {
+			h, err := l.Acquire(ctx, actorlock.WaitTime(20*time.Second))
+			if assert.NoError(t, err) {
+				mu.Lock()
+				order = append(order, l.Owner())
+				mu.Unlock()
+				assert.NoError(t, h.Unlock(ctx))
+			}
+		})
+		require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == int64(i+1) }, 5*time.Second, time.Millisecond)
+	}
+	// A Redisson waiter joins behind them, as RedissonFairLock does.
+	const redisson = "redisson-thread:1"
+	last := rdb.ZScore(ctx, timeouts, owners[1]).Val()
+	require.NoError(t, rdb.ZAdd(ctx, timeouts, redis.Z{Score: last + float64((20 * time.Second).Milliseconds()), Member: redisson}).Err())
+	require.NoError(t, rdb.RPush(ctx, queue, redisson).Err())
+	time.Sleep(watchdog / 2) // at least one refresh
+	require.NoError(t, holder.Unlock(ctx))
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		assert.Equal(t, owners, order)
+	case <-time.After(10 * time.Second):
+		q, _ := rdb.LRange(ctx, queue, 0, -1).Result()
+		t.Fatalf("a live waiter lost its place: queue %v, served %v", q, order)
+	}
+	assert.Equal(t, []string{redisson}, rdb.LRange(ctx, queue, 0, -1).Val())
+	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
+}

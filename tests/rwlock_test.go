@@ -371,3 +371,59 @@ func TestWriteReentryAddsItsLease(t *testing.T) {
 	require.NoError(t, w1.Unlock(ctx))
 	assert.Zero(t, rdb.Exists(ctx, "rw-reenter-lease").Val())
 }
+
+// One rule for readers behind a waiting writer, the same for local and
+// remote readers: a reader gets a read-held lock whenever no other owner
+// writes, writers waiting or not (Redisson's read lock). A local reader
+// does not wait behind a local writer that waits for the readers.
+func TestReaderPassesAWriterWaitingForReaders(t *testing.T) {
+	t.Parallel()
+	for _, where := range []string{"read-held here", "read-held by another runtime"} {
+		t.Run(where, func(t *testing.T) {
+			srv, rdb, rt := setup(t)
+			other := newRuntime(t, client(t, srv.Addr))
+			ctx := ctxFor(t, 20*time.Second)
+			name := "rw-pass"
+			holderRT := rt
+			if where != "read-held here" {
+				holderRT = other
+			}
+			first, err := holderRT.ReadWriteLock(name).ReadLocker().Acquire(ctx)
+			require.NoError(t, err)
+
+			wrote := make(chan error, 1)
+			go func() {
+				w, err := rt.ReadWriteLock(name).WriteLocker().Acquire(ctx, actorlock.WaitTime(15*time.Second))
+				if err == nil {
+					err = w.Unlock(ctx)
+				}
+				wrote <- err
+			}()
+			time.Sleep(300 * time.Millisecond) // the writer waits (and, read-held elsewhere, was refused by Redis)
+			select {
+			case err := <-wrote:
+				t.Fatalf("the writer returned while the lock is read-held: %v", err)
+			default:
+			}
+
+			start := time.Now()
+			local, err := rt.ReadWriteLock(name).ReadLocker().Acquire(ctx, actorlock.WaitTime(5*time.Second))
+			require.NoError(t, err, "a local reader behind the waiting writer")
+			assert.Less(t, time.Since(start), time.Second, "at once, not after the writer")
+			t.Logf("the local reader got the lock after %v", time.Since(start))
+			remote, err := other.ReadWriteLock(name).ReadLocker().TryAcquire(ctx)
+			require.NoError(t, err, "a remote reader, by the same rule")
+			assert.Equal(t, "read", rdb.HGet(ctx, name, "mode").Val())
+
+			for _, h := range []*actorlock.Held{first, local, remote} {
+				require.NoError(t, h.Unlock(ctx))
+			}
+			select {
+			case err := <-wrote:
+				require.NoError(t, err, "the writer, once the readers left")
+			case <-time.After(10 * time.Second):
+				t.Fatal("the writer did not get the lock once the readers left")
+			}
+		})
+	}
+}
