@@ -38,8 +38,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// ClientEndsCalls says that Redis ends a command when its context does
 	// (go-redis's ContextTimeoutEnabled). Otherwise a script call returns
-	// at its deadline while the command goes on, on a goroutine of its own
-	// (scripts.WithCallBound), so that CallTimeout holds for any client.
+	// at its deadline while the command goes on, on a worker goroutine of
+	// its own (scripts.WithCallBound), so that CallTimeout holds for any
+	// client.
 	ClientEndsCalls bool
 	// TokenTTL is how long a fencing counter lives after the name's last
 	// acquisition; 0 sets no expiry (tokens rise either way).
@@ -135,7 +136,7 @@ func newEnv(cfg Config) *runtimeEnv {
 		batched: &scripts.Batched{UniversalClient: cfg.Redis, Flights: pipelineFlights}}
 	ctx := scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall)
 	if !cfg.ClientEndsCalls {
-		ctx = scripts.WithCallBound(ctx, &e.calls)
+		ctx = scripts.WithCallBound(ctx, e.goRun)
 	}
 	e.callsCtx, e.cancelCall = context.WithCancel(ctx)
 	return e
@@ -232,11 +233,16 @@ func (e *runtimeEnv) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 			e.System.Root.Send(pid, msg)
 		}
 	}
+	e.goRun(call)
+}
+
+// goRun runs fn on an idle worker goroutine, or a new one, never waiting.
+func (e *runtimeEnv) goRun(fn func()) {
 	select {
-	case e.idle <- call:
+	case e.idle <- fn:
 	default:
 		e.calls.Add(1)
-		go e.work(call)
+		go e.work(fn)
 	}
 }
 
