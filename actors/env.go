@@ -181,6 +181,21 @@ func (e *runtimeEnv) callCtx() context.Context {
 	return ctx
 }
 
+// directCtx bounds a call made on a Go caller's goroutine (not goCall's)
+// by the call timeout, as callCtx bounds the others: CallTimeoutError is
+// its cause, and with a client that does not end calls with their context,
+// its script calls run on goroutines of their own (scripts.WithCallBound),
+// so that the caller returns at the deadline. Those are not the workers:
+// a Go caller may call during Close, after which no worker may start; one
+// outlives its caller only while the client still waits on Redis.
+func (e *runtimeEnv) directCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(parent, e.CallTimeout, CallTimeoutError{e.CallTimeout})
+	if !e.ClientEndsCalls {
+		ctx = scripts.WithCallBound(ctx, func(fn func()) { go fn() })
+	}
+	return ctx, cancel
+}
+
 // sharedCall is a call context handed out until until. cancel is kept,
 // not called: calls still running under ctx would see it end early.
 type sharedCall struct {
