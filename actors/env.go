@@ -38,8 +38,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// ClientEndsCalls says that Redis ends a command when its context does
 	// (go-redis's ContextTimeoutEnabled). Otherwise a script call returns
-	// at its deadline while the command goes on, on a goroutine of its own
-	// (scripts.WithCallBound), so that CallTimeout holds for any client.
+	// at its deadline while the command goes on, on a worker goroutine of
+	// its own (scripts.WithCallBound), so that CallTimeout holds for any
+	// client.
 	ClientEndsCalls bool
 	// TokenTTL is how long a fencing counter lives after the name's last
 	// acquisition; 0 sets no expiry (tokens rise either way).
@@ -141,7 +142,7 @@ func newEnv(cfg Config) *runtimeEnv {
 		batched: &scripts.Batched{UniversalClient: cfg.Redis, Flights: pipelineFlights}}
 	ctx := scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall)
 	if !cfg.ClientEndsCalls {
-		ctx = scripts.WithCallBound(ctx, &e.calls)
+		ctx = scripts.WithCallBound(ctx, e.goRun)
 	}
 	e.callsCtx, e.cancelCall = context.WithCancel(ctx)
 	return e
@@ -184,6 +185,21 @@ func (e *runtimeEnv) callCtx() context.Context {
 	ctx, cancel := context.WithDeadlineCause(e.callsCtx, now.Add(e.CallTimeout+window), CallTimeoutError{e.CallTimeout})
 	e.sharedCall.Store(&sharedCall{ctx: ctx, until: now.Add(window), cancel: cancel})
 	return ctx
+}
+
+// directCtx bounds a call made on a Go caller's goroutine (not goCall's)
+// by the call timeout, as callCtx bounds the others: CallTimeoutError is
+// its cause, and with a client that does not end calls with their context,
+// its script calls run on goroutines of their own (scripts.WithCallBound),
+// so that the caller returns at the deadline. Those are not the workers:
+// a Go caller may call during Close, after which no worker may start; one
+// outlives its caller only while the client still waits on Redis.
+func (e *runtimeEnv) directCtx(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(parent, e.CallTimeout, CallTimeoutError{e.CallTimeout})
+	if !e.ClientEndsCalls {
+		ctx = scripts.WithCallBound(ctx, func(fn func()) { go fn() })
+	}
+	return ctx, cancel
 }
 
 // sharedCall is a call context handed out until until. cancel is kept,
@@ -238,11 +254,16 @@ func (e *runtimeEnv) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 			e.System.Root.Send(pid, msg)
 		}
 	}
+	e.goRun(call)
+}
+
+// goRun runs fn on an idle worker goroutine, or a new one, never waiting.
+func (e *runtimeEnv) goRun(fn func()) {
 	select {
-	case e.idle <- call:
+	case e.idle <- fn:
 	default:
 		e.calls.Add(1)
-		go e.work(call)
+		go e.work(fn)
 	}
 }
 

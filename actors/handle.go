@@ -58,13 +58,13 @@ func fail(what, name string, err error) error {
 
 // bounded bounds a call by the call timeout.
 func (h *Handle) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, h.env.CallTimeout)
+	return h.env.directCtx(ctx)
 }
 
 // detached bounds giving back what a caller who has gone obtained: it must
 // complete even though the caller's context has ended.
 func (h *Handle) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), h.env.CallTimeout)
+	return h.env.directCtx(context.WithoutCancel(ctx))
 }
 
 // Push appends payload to list name, exactly once.

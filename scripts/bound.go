@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,12 +15,14 @@ type callBoundKey struct{}
 // from it) return when that context ends, even through a client that
 // would keep waiting: go-redis ends a command with its context only when
 // the client has ContextTimeoutEnabled; otherwise its read timeout does (3 s
-// by default, more with its retries), whatever the context's deadline. The
-// call then goes on, on a goroutine counted in calls, until the client
-// gives up on it, while the caller gets the context's cause: as through a
-// client that honours the context, the script may or may not have run.
-func WithCallBound(ctx context.Context, calls *sync.WaitGroup) context.Context {
-	return context.WithValue(ctx, callBoundKey{}, calls)
+// by default, more with its retries), whatever the context's deadline. Each
+// call runs on a goroutine that goRun starts (the runtime's worker
+// goroutines, which Close waits for), while its caller waits for it or for
+// the context; a call the context ended goes on until the client gives up
+// on it, and its caller gets the context's cause: as through a client that
+// honours the context, the script may or may not have run.
+func WithCallBound(ctx context.Context, goRun func(func())) context.Context {
+	return context.WithValue(ctx, callBoundKey{}, goRun)
 }
 
 // bounded returns what call returns, or, if ctx ends first and carries a
@@ -29,13 +30,9 @@ func WithCallBound(ctx context.Context, calls *sync.WaitGroup) context.Context {
 // after ctx ended is reported as ctx's cause too, which says what happened
 // (see WithCallBound and the runtime's call timeout) better than the
 // client's "i/o timeout".
-//
-// The goroutine is added to the bound's WaitGroup from within a call that
-// the group already counts (the runtime's call goroutines), so the count is
-// never zero here.
 func bounded[T any](ctx context.Context, call func() (T, error)) (T, error) {
-	calls, _ := ctx.Value(callBoundKey{}).(*sync.WaitGroup)
-	if calls == nil || ctx.Done() == nil {
+	goRun, _ := ctx.Value(callBoundKey{}).(func(func()))
+	if goRun == nil || ctx.Done() == nil {
 		v, err := call()
 		return v, causeOf(ctx, err)
 	}
@@ -44,12 +41,10 @@ func bounded[T any](ctx context.Context, call func() (T, error)) (T, error) {
 		err error
 	}
 	done := make(chan result, 1)
-	calls.Add(1)
-	go func() {
-		defer calls.Done()
+	goRun(func() {
 		v, err := call()
 		done <- result{v, err}
-	}()
+	})
 	select {
 	case r := <-done:
 		return r.v, causeOf(ctx, r.err)

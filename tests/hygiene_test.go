@@ -398,3 +398,35 @@ func TestSemaphoreZeroPermitsIsANoOp(t *testing.T) {
 	assert.ErrorIs(t, s.Acquire(ctx, 0), actorlock.ErrClosed)
 	assert.ErrorIs(t, s.Release(ctx, 0), actorlock.ErrClosed)
 }
+
+// The calls a Go caller makes itself (a semaphore's release, a latch's
+// count down) are bounded by the call timeout too, with a client at its
+// defaults.
+func TestCallTimeoutBoundsDirectCalls(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 1500 * time.Millisecond
+	srv, _, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 60*time.Second)
+	sem, latch := rt.Semaphore("frozen-direct"), rt.CountDownLatch("frozen-latch")
+	_, err := sem.TrySetPermits(ctx, 1)
+	require.NoError(t, err)
+	_, err = latch.TrySetCount(ctx, 5)
+	require.NoError(t, err)
+	require.NoError(t, sem.Release(ctx, 1))
+	require.NoError(t, latch.CountDown(ctx))
+
+	require.NoError(t, srv.Pause())
+	defer func() { _ = srv.Resume() }()
+	for what, call := range map[string]func() error{
+		"Semaphore.Release":        func() error { return sem.Release(context.Background(), 1) },
+		"CountDownLatch.CountDown": func() error { return latch.CountDown(context.Background()) },
+	} {
+		start := time.Now()
+		err := call()
+		took := time.Since(start)
+		t.Logf("%s against a frozen Redis: %v: %v", what, took, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, what)
+		assert.ErrorContains(t, err, "Redis did not answer within the call timeout of 1.5s", what)
+		assert.Less(t, took, callTimeout+time.Second, what)
+	}
+}
