@@ -373,6 +373,42 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "no such lock")
 	})
+	t.Run("rough edges of issue 26", func(t *testing.T) {
+		// list --json with no match is an empty array, which jq '.[]' takes.
+		r := cli("--json", "list", "cli:matches-nothing:*")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "[]\n", r.stdout)
+
+		// queue stats of a name that holds nothing says so, as inspect does.
+		r = cli("queue", "stats", "cli:no-such-queue")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, `"cli:no-such-queue": no such lock, semaphore, latch or queue`)
+		assert.Empty(t, r.stdout)
+
+		// watch --help describes watch's own flags: it has no --json.
+		r = cli("watch", "--help")
+		assert.Equal(t, 0, r.code)
+		assert.Contains(t, r.stderr, "usage: actorlock watch [flags] NAME\n  live holders and waiters")
+		assert.NotContains(t, r.stderr, "-json")
+		r = cli("--json", "watch", "--for", "1s", "cli:ours")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "watch has no JSON output")
+		r = cli("list", "--help")
+		assert.Contains(t, r.stderr, "print the objects as a JSON array ([] when none matches)")
+
+		// A refused password names where the URL came from.
+		require.NoError(t, rdb.Do(ctx, "acl", "setuser", "envop", "on", ">RightPass2", "~*", "&*", "+@all").Err())
+		r = runCLIEnv(t, bin, "redis://envop:WrongPass8@"+srv.Addr, "inspect", "cli:ours")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "check the user and password in ACTORLOCK_URL")
+		assert.NotContains(t, r.stderr+r.stdout, "WrongPass8")
+		r = runCLIEnv(t, bin, "http://"+srv.Addr, "inspect", "cli:ours")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, `invalid ACTORLOCK_URL: scheme "http"`)
+		r = runCLI(t, bin, "--url", "redis://envop:WrongPass8@"+srv.Addr, "inspect", "cli:ours")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "check the user and password in --url")
+	})
 }
 
 func itoa(n int64) string {
@@ -382,10 +418,16 @@ func itoa(n int64) string {
 
 func runCLI(t *testing.T, bin string, args ...string) procResult {
 	t.Helper()
+	return runCLIEnv(t, bin, "", args...)
+}
+
+// runCLIEnv runs the CLI with ACTORLOCK_URL set to url ("": unset).
+func runCLIEnv(t *testing.T, bin, url string, args ...string) procResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(cmd.Environ(), "ACTORLOCK_URL=")
+	cmd.Env = append(cmd.Environ(), "ACTORLOCK_URL="+url)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return procResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}

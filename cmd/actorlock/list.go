@@ -35,7 +35,7 @@ func (c *command) list(ctx context.Context, args []string) error {
 	}
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	var out []listed
+	out := []listed{} // --json prints [] when nothing matches, never null
 	visit := func(ctx context.Context, node redis.UniversalClient) error {
 		var cursor uint64
 		for {
