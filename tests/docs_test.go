@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/stretchr/testify/assert"
@@ -194,4 +195,19 @@ func TestGoDocShowsErrorTextsAndConstantValues(t *testing.T) {
 	}
 	assert.NotRegexp(t, `(?m)^\s*(var|const)?\s*\w+\s*(\w+\s*)?= (actors|inspect|scripts)\.`, doc,
 		"a declaration go doc shows refers to the machinery")
+}
+
+// ./dev.sh demo says, before go run builds anything, that the first build
+// takes minutes: a newcomer would otherwise watch a silent terminal.
+func TestDevShDemoSaysTheFirstBuildIsSlow(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	cmd := exec.CommandContext(ctx, "./dev.sh", "demo", "--help")
+	cmd.Dir = ".."
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	first, _, _ := strings.Cut(stderr.String(), "\n")
+	assert.Contains(t, first, "the first build downloads and compiles the dependencies and takes a few minutes")
+	assert.Contains(t, stderr.String(), "Usage: demo", "then the demo's own help")
 }
