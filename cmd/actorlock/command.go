@@ -72,6 +72,10 @@ func (c *command) read(ctx context.Context, name string, limit int) (*inspect.Ob
 		}
 	}
 	o, err := inspect.Read(ctx, c.rdb, name, kind, limit)
+	if err == nil && o.Locked() {
+		// Where the holders run, from their runtimes' records.
+		err = inspect.Identify(ctx, c.rdb, o)
+	}
 	return o, explain(name, err)
 }
 
