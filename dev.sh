@@ -37,6 +37,8 @@ case "${1:-}" in
 demo)
 	shift
 	ensure redis-server redis-server
+	# go run prints nothing while it builds: say why the first run is quiet.
+	echo "dev.sh: building the demo; the first build downloads and compiles the dependencies and takes a few minutes on a small machine (about 4 minutes on 2 cores), later ones seconds" >&2
 	exec go run ./cmd/demo "$@"
 	;;
 test)

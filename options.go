@@ -30,6 +30,7 @@ type config struct {
 	server      *ext.Server // remoting.WithRemote
 	name        string
 	keyPrefix   string
+	noRecord    bool // WithRuntimeRecord(false)
 	// shardedPubSub: nil asks the cluster.
 	shardedPubSub *bool
 	// telemetry.go, events.go

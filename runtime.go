@@ -37,6 +37,7 @@ type Runtime struct {
 	stopServer func(context.Context) error
 	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
 	keyPrefix  string     // WithKeyPrefix
+	noRecord   bool       // WithRuntimeRecord(false)
 	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
 
 	owners  atomic.Uint64 // owner ids of handles
@@ -67,7 +68,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, done: make(chan struct{}), tel: tel}
+	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, noRecord: cfg.noRecord, done: make(chan struct{}), tel: tel}
 	if rt.sys == nil {
 		rt.sys, rt.ownSystem = newSystem(logger), true
 	}
@@ -153,6 +154,7 @@ func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.L
 		ShardedPubSub: cluster.sharded,
 		KeyPrefix:     cfg.keyPrefix,
 		Observe:       rt.tel.observer(),
+		Record:        runtimeRecord(rt.id, cfg),
 	}
 }
 
@@ -201,6 +203,11 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.closed.Store(true)
 		drainErr := rt.actors.Drain(ctx)
 		stopErr := rt.actors.Stop(ctx)
+		// After the actors, whose last refresh of the record has run: it
+		// would otherwise outlive the runtime by up to its TTL.
+		if !rt.noRecord {
+			rt.deleteRecord(ctx)
+		}
 		var gwErr, remoteErr error
 		if rt.gateway != nil {
 			if err := rt.sys.Root.StopFuture(rt.gateway).Wait(); err != nil {

@@ -74,6 +74,8 @@ type Config struct {
 	// Observe receives what the actors see for metrics and events
 	// (observe.go); its zero value reports nothing.
 	Observe Observer
+	// Record is the runtime's record (record.go); no key: none kept.
+	Record RuntimeRecord
 }
 
 // ReplicaSync configures WAIT after lock scripts (see Config.ReplicaSync).

@@ -10,9 +10,9 @@ import (
 
 // supervisor is the root of a runtime's actors. It owns the pub/sub router,
 // the renewal watchdog, the primitives actor (queues, semaphores, latches,
-// delay-queue movers) and the lock manager, restarting any of them that
-// fails (OneForOne); every timer and goroutine of the runtime belongs to one
-// of them.
+// delay-queue movers), the lock manager and the runtime's record
+// (record.go), restarting any of them that fails (OneForOne); every timer
+// and goroutine of the runtime belongs to one of them.
 type supervisor struct {
 	env     *runtimeEnv
 	ready   chan *actor.PID // the manager's PID, once everything runs
@@ -36,6 +36,9 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		s.env.primitives = ctx.Spawn(props(func() actor.Actor { return newPrimitives(s.env) }, actor.WithSupervisor(lockSupervision)))
 		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
 		s.env.locks = mgr
+		if s.env.Record.Key != "" {
+			ctx.Spawn(props(func() actor.Actor { return &recorder{env: s.env} }))
+		}
 		s.ready <- mgr
 	case *actor.Stopped:
 		close(s.stopped)

@@ -77,3 +77,15 @@ func rwKeyPrefix(name string) string {
 	}
 	return "{" + name + "}"
 }
+
+// RuntimeKeyPrefix starts every runtime record key (after the runtime's
+// key prefix, if it has one).
+const RuntimeKeyPrefix = "actorlock_runtime:"
+
+// RuntimeKey is where runtime runtimeID records which process it is (host
+// and pid, for operators reading a lock's holders): actorlock's own key,
+// beside Redisson's layout, which it leaves as it is. keyPrefix is the
+// runtime's WithKeyPrefix, so that the record stays in its namespace.
+func RuntimeKey(keyPrefix, runtimeID string) string {
+	return keyPrefix + RuntimeKeyPrefix + runtimeID
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // TestCLI runs cmd/actorlock, built once, against one real Redis holding
@@ -34,7 +36,7 @@ func TestCLI(t *testing.T) {
 		r := cli("inspect", "cli:ours")
 		require.Equal(t, 0, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "kind:      lock\n")
-		assert.Contains(t, r.stdout, held.Owner()+"  1 hold\n")
+		assert.Contains(t, r.stdout, held.Owner()+"  1 hold"+thisProcess(t)+"\n", "the holder, and the process its runtime records")
 		assert.Regexp(t, `state:\s+held, lease [0-9.]+s left`, r.stdout)
 		assert.Contains(t, r.stdout, "token:") // the fencing counter
 		assert.Contains(t, r.stdout, itoa(held.Token()))
@@ -46,8 +48,12 @@ func TestCLI(t *testing.T) {
 			Kind  string
 			Token int64
 			Holds []struct {
-				Owner string
-				Count int64
+				Owner   string
+				Count   int64
+				Process struct {
+					Host string
+					PID  int
+				}
 			}
 		}
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &o), r.stdout)
@@ -55,6 +61,7 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, held.Token(), o.Token)
 		require.Len(t, o.Holds, 1)
 		assert.Equal(t, held.Owner(), o.Holds[0].Owner)
+		assert.Equal(t, os.Getpid(), o.Holds[0].Process.PID)
 	})
 
 	t.Run("inspect lock written by Redisson", func(t *testing.T) {
@@ -423,6 +430,85 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 1, r.code)
 		assert.Contains(t, r.stderr, "no such lock")
 	})
+	t.Run("holders show their process", func(t *testing.T) {
+		// A runtime records its host and pid under its id, in its key
+		// prefix's namespace, with a TTL; the CLI finds it for a holder.
+		app := newRuntime(t, client(t, srv.Addr), actorlock.WithKeyPrefix("cliapp:"))
+		key := scripts.RuntimeKey("cliapp:", app.ID())
+		require.Eventually(t, func() bool { return rdb.Exists(ctx, key).Val() == 1 }, 10*time.Second, 10*time.Millisecond)
+		var rec struct {
+			Host string
+			PID  int
+		}
+		require.NoError(t, json.Unmarshal([]byte(rdb.Get(ctx, key).Val()), &rec))
+		host, err := os.Hostname()
+		require.NoError(t, err)
+		assert.Equal(t, host, rec.Host)
+		assert.Equal(t, os.Getpid(), rec.PID)
+		ttl := rdb.PTTL(ctx, key).Val()
+		assert.True(t, ttl > 0 && ttl <= 30*time.Second, "the record expires unless refreshed (PTTL %v)", ttl)
+
+		held, err := app.Lock("orders").Acquire(ctx)
+		require.NoError(t, err)
+		r := cli("inspect", "cliapp:orders")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stdout, held.Owner()+"  1 hold"+thisProcess(t)+"\n")
+		r = cli("list", "cliapp:*")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.NotContains(t, r.stdout, "actorlock_runtime", "the record is no object")
+		assert.Contains(t, r.stdout, "held by "+held.Owner()+"×1 ("+host+" pid ")
+		require.NoError(t, held.Unlock(ctx))
+
+		// Close deletes it.
+		require.NoError(t, app.Close(ctx))
+		assert.Zero(t, rdb.Exists(ctx, key).Val(), "the record outlived Close")
+	})
+
+	t.Run("rough edges of issue 26", func(t *testing.T) {
+		// list --json with no match is an empty array, which jq '.[]' takes.
+		r := cli("--json", "list", "cli:matches-nothing:*")
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Equal(t, "[]\n", r.stdout)
+
+		// queue stats of a name that holds nothing says so, as inspect does.
+		r = cli("queue", "stats", "cli:no-such-queue")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, `"cli:no-such-queue": no such lock, semaphore, latch or queue`)
+		assert.Empty(t, r.stdout)
+
+		// watch --help describes watch's own flags: it has no --json.
+		r = cli("watch", "--help")
+		assert.Equal(t, 0, r.code)
+		assert.Contains(t, r.stderr, "usage: actorlock watch [flags] NAME\n  live holders and waiters")
+		assert.NotContains(t, r.stderr, "-json")
+		r = cli("--json", "watch", "--for", "1s", "cli:ours")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, "watch has no JSON output")
+		r = cli("list", "--help")
+		assert.Contains(t, r.stderr, "print the objects as a JSON array ([] when none matches)")
+
+		// A refused password names where the URL came from.
+		require.NoError(t, rdb.Do(ctx, "acl", "setuser", "envop", "on", ">RightPass2", "~*", "&*", "+@all").Err())
+		r = runCLIEnv(t, bin, "redis://envop:WrongPass8@"+srv.Addr, "inspect", "cli:ours")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "check the user and password in ACTORLOCK_URL")
+		assert.NotContains(t, r.stderr+r.stdout, "WrongPass8")
+		r = runCLIEnv(t, bin, "http://"+srv.Addr, "inspect", "cli:ours")
+		assert.Equal(t, 2, r.code)
+		assert.Contains(t, r.stderr, `invalid ACTORLOCK_URL: scheme "http"`)
+		r = runCLI(t, bin, "--url", "redis://envop:WrongPass8@"+srv.Addr, "inspect", "cli:ours")
+		assert.Equal(t, 1, r.code)
+		assert.Contains(t, r.stderr, "check the user and password in --url")
+	})
+}
+
+// thisProcess is how the CLI shows a holder whose runtime runs in this
+// test process.
+func thisProcess(t *testing.T) string {
+	t.Helper()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	return fmt.Sprintf("  (host %s, pid %d)", host, os.Getpid())
 }
 
 func itoa(n int64) string {
@@ -432,10 +518,16 @@ func itoa(n int64) string {
 
 func runCLI(t *testing.T, bin string, args ...string) procResult {
 	t.Helper()
+	return runCLIEnv(t, bin, "", args...)
+}
+
+// runCLIEnv runs the CLI with ACTORLOCK_URL set to url ("": unset).
+func runCLIEnv(t *testing.T, bin, url string, args ...string) procResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append(cmd.Environ(), "ACTORLOCK_URL=")
+	cmd.Env = append(cmd.Environ(), "ACTORLOCK_URL="+url)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return procResult{code: exitCode(t, cmd.Run()), stdout: stdout.String(), stderr: stderr.String()}
@@ -489,7 +581,7 @@ func TestCLIDeployments(t *testing.T) {
 		}()
 		r = cli("inspect", "cl:a")
 		require.Equal(t, 0, r.code, r.stderr)
-		assert.Contains(t, r.stdout, helds[0].Owner()+"  1 hold\n")
+		assert.Contains(t, r.stdout, helds[0].Owner()+"  1 hold"+thisProcess(t)+"\n")
 		start := time.Now()
 		r = cli("force-unlock", "--yes", "cl:a")
 		require.Equal(t, 0, r.code, r.stderr)

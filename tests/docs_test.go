@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/stretchr/testify/assert"
@@ -194,4 +195,60 @@ func TestGoDocShowsErrorTextsAndConstantValues(t *testing.T) {
 	}
 	assert.NotRegexp(t, `(?m)^\s*(var|const)?\s*\w+\s*(\w+\s*)?= (actors|inspect|scripts)\.`, doc,
 		"a declaration go doc shows refers to the machinery")
+}
+
+// ./dev.sh demo says, before go run builds anything, that the first build
+// takes minutes: a newcomer would otherwise watch a silent terminal.
+func TestDevShDemoSaysTheFirstBuildIsSlow(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t, 5*time.Minute)
+	cmd := exec.CommandContext(ctx, "./dev.sh", "demo", "--help")
+	cmd.Dir = ".."
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	first, _, _ := strings.Cut(stderr.String(), "\n")
+	assert.Contains(t, first, "the first build downloads and compiles the dependencies and takes a few minutes")
+	assert.Contains(t, stderr.String(), "Usage: demo", "then the demo's own help")
+}
+
+// Every cookbook entry of the README names Example functions that exist and
+// run under go test (they have an Output comment), in the root package or,
+// qualified, in the package named.
+func TestCookbookExamplesExistAndRun(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	s := string(readme)
+	start := strings.Index(s, "## Cookbook")
+	require.GreaterOrEqual(t, start, 0)
+	end := strings.Index(s[start+1:], "\n## ")
+	require.Greater(t, end, 0)
+	cookbook := s[start : start+1+end]
+	entries := regexp.MustCompile(`(?m)^\*\*(.+?)\*\* \(([^)]*)\)`).FindAllStringSubmatch(cookbook, -1)
+	require.GreaterOrEqual(t, len(entries), 11, "the cookbook's entries")
+	name := regexp.MustCompile("`((?:\\w+\\.)?Example\\w*)`")
+	for _, e := range entries {
+		refs := name.FindAllStringSubmatch(e[2], -1)
+		assert.NotEmpty(t, refs, "cookbook entry %q names no example", e[1])
+		for _, r := range refs {
+			dir, fn := "..", r[1]
+			if pkg, f, ok := strings.Cut(r[1], "."); ok {
+				dir, fn = filepath.Join("..", pkg), f
+			}
+			files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+			require.NoError(t, err)
+			found := false
+			for _, f := range files {
+				src, err := os.ReadFile(f)
+				require.NoError(t, err)
+				body := regexp.MustCompile(`(?s)\nfunc ` + regexp.QuoteMeta(fn) + `\(\) \{\n(.*?)\n\}\n`).FindSubmatch(src)
+				if body != nil {
+					found = true
+					assert.Contains(t, string(body[1]), "// Output:", "%s runs under go test only with an Output comment", r[1])
+				}
+			}
+			assert.True(t, found, "cookbook entry %q: no %s in %s", e[1], fn, dir)
+		}
+	}
 }

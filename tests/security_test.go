@@ -242,7 +242,7 @@ func TestACLUserNarrowedToAPrefix(t *testing.T) {
 
 // aclPrefixRules replace "~*" and "&redisson_*" of aclSetUser when every
 // name starts with "app:" and has no "{" (docs/security.md).
-const aclPrefixRules = "~app:* ~{app:* ~redisson_*:{app:* ~actorlock_request:{app:* resetchannels &redisson_*:{app:* &redisson_countdownlatch__channel__{app:*"
+const aclPrefixRules = "~app:* ~{app:* ~redisson_*:{app:* ~actorlock_request:{app:* ~actorlock_runtime:* resetchannels &redisson_*:{app:* &redisson_countdownlatch__channel__{app:*"
 
 // ---- secrets ----------------------------------------------------------------
 

@@ -83,6 +83,10 @@ func (c *command) read(ctx context.Context, name string, limit int) (*inspect.Ob
 		}
 	}
 	o, err := inspect.Read(ctx, c.rdb, name, kind, limit)
+	if err == nil && o.Locked() {
+		// Where the holders run, from their runtimes' records.
+		err = inspect.Identify(ctx, c.rdb, o)
+	}
 	return o, explain(name, err)
 }
 
@@ -129,11 +133,24 @@ func (c *command) inspect(ctx context.Context, args []string) error {
 	return err
 }
 
+// queueStats shows a delayed queue's backlog. Unless --kind says so, the
+// name must hold a queue: nothing at all is "no such" (as inspect says),
+// and another kind of object is named as such.
 func (c *command) queueStats(ctx context.Context, args []string) error {
+	name := args[0]
 	if c.kind == "" {
-		c.kind = inspect.DelayedQueue
+		dctx, cancel := c.bounded(ctx)
+		kind, err := inspect.Detect(dctx, c.rdb, name)
+		cancel()
+		switch {
+		case err != nil:
+			return explain(name, err)
+		case kind != inspect.DelayedQueue && kind != inspect.Queue:
+			return explained{fmt.Sprintf("%q is not a %s: it is a %s", name, inspect.DelayedQueue, kind), inspect.ErrWrongKind}
+		}
+		c.kind = inspect.DelayedQueue // its destination list too
 	}
-	o, err := c.read(ctx, args[0], 1)
+	o, err := c.read(ctx, name, 1)
 	if err != nil {
 		return err
 	}

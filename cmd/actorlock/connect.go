@@ -17,6 +17,7 @@ import (
 // target is how to reach Redis, from the global flags.
 type target struct {
 	url            string
+	urlFrom        string // where url came from, for messages: "--url" or "ACTORLOCK_URL"
 	cluster        bool
 	sentinelMaster string
 	// PEM files for rediss://: a CA to trust besides the system's, and a
@@ -70,10 +71,10 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 	if err != nil {
 		// url.Parse's error quotes the whole URL, password included, and
 		// even its reason may quote part of it: say only what to fix.
-		return nil, usageError{"invalid --url: not a URL of the form redis://[user:password@]host:port[/db] (percent-encode special characters in the password)"}
+		return nil, usageError{"invalid " + t.from() + ": not a URL of the form redis://[user:password@]host:port[/db] (percent-encode special characters in the password)"}
 	}
 	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, usageError{fmt.Sprintf("invalid --url: scheme %q, want redis:// or rediss:// (TLS)", scrub(u.Scheme, hide))}
+		return nil, usageError{fmt.Sprintf("invalid %s: scheme %q, want redis:// or rediss:// (TLS)", t.from(), scrub(u.Scheme, hide))}
 	}
 	if t.cluster && t.sentinelMaster != "" {
 		return nil, usageError{"--cluster and --sentinel-master exclude each other"}
@@ -86,7 +87,7 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 	case t.cluster:
 		opts, err := redis.ParseClusterURL(t.url)
 		if err != nil {
-			return nil, usageError{"invalid --url: " + scrub(err.Error(), hide)}
+			return nil, usageError{"invalid " + t.from() + ": " + scrub(err.Error(), hide)}
 		}
 		if err := t.tlsFiles(opts.TLSConfig); err != nil {
 			return nil, err
@@ -97,7 +98,7 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 		// password is the Sentinels', the master's goes in ?password=.
 		opts, err := redis.ParseFailoverURL(t.url)
 		if err != nil {
-			return nil, usageError{"invalid --url: " + scrub(err.Error(), hide)}
+			return nil, usageError{"invalid " + t.from() + ": " + scrub(err.Error(), hide)}
 		}
 		if err := t.tlsFiles(opts.TLSConfig); err != nil {
 			return nil, err
@@ -107,7 +108,7 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 	default:
 		opts, err := redis.ParseURL(t.url)
 		if err != nil {
-			return nil, usageError{"invalid --url: " + scrub(err.Error(), hide)}
+			return nil, usageError{"invalid " + t.from() + ": " + scrub(err.Error(), hide)}
 		}
 		if err := t.tlsFiles(opts.TLSConfig); err != nil {
 			return nil, err
@@ -118,11 +119,19 @@ func connect(ctx context.Context, t target) (redis.UniversalClient, error) {
 		_ = rdb.Close()
 		where := u.Host
 		if isAuthError(err) {
-			return nil, fmt.Errorf("authentication refused by %s: check the user and password in --url (%s)", where, scrub(err.Error(), hide))
+			return nil, fmt.Errorf("authentication refused by %s: check the user and password in %s (%s)", where, t.from(), scrub(err.Error(), hide))
 		}
 		return nil, fmt.Errorf("cannot reach Redis at %s: %s", where, scrub(err.Error(), hide))
 	}
 	return rdb, nil
+}
+
+// from names where the URL came from, for messages.
+func (t target) from() string {
+	if t.urlFrom == "" {
+		return "--url"
+	}
+	return t.urlFrom
 }
 
 // tlsFiles adds --cacert, --cert and --key to the TLS configuration that

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/internal/inspect"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // listed is one line of list.
@@ -35,7 +36,7 @@ func (c *command) list(ctx context.Context, args []string) error {
 	}
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	var out []listed
+	out := []listed{} // --json prints [] when nothing matches, never null
 	visit := func(ctx context.Context, node redis.UniversalClient) error {
 		var cursor uint64
 		for {
@@ -114,5 +115,6 @@ func (c *command) describe(ctx context.Context, key string) (listed, bool, error
 // (docs/design.md, "The Redis layout") rather than an object's own name.
 func auxiliary(key string) bool {
 	return strings.HasPrefix(key, "redisson_") || strings.HasPrefix(key, "actorlock_request:") ||
+		strings.Contains(key, scripts.RuntimeKeyPrefix) ||
 		(strings.HasPrefix(key, "{") && strings.Contains(key, "}:"))
 }

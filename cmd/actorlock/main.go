@@ -65,7 +65,9 @@ type globals struct {
 	json    bool
 }
 
-func (g *globals) register(fs *flag.FlagSet) {
+// register adds the global flags to fs; jsonHelp describes --json for its
+// command ("": the command has no JSON output, and no --json flag).
+func (g *globals) register(fs *flag.FlagSet, jsonHelp string) {
 	fs.Var(secretString{&g.url}, "url", "Redis `URL`: redis://[user:password@]host:port[/db], rediss:// for TLS (default $ACTORLOCK_URL)")
 	fs.BoolVar(&g.cluster, "cluster", g.cluster, "Redis Cluster: --url names a node (more with ?addr=host:port)")
 	fs.StringVar(&g.sentinelMaster, "sentinel-master", g.sentinelMaster, "Sentinel: the master's `name`; --url names a Sentinel (more with ?addr=host:port, the master's password as ?password=)")
@@ -73,7 +75,26 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.cert, "cert", g.cert, "rediss://: PEM `file` of a client certificate, for servers that ask for one (with --key)")
 	fs.StringVar(&g.key, "key", g.key, "rediss://: PEM `file` of the client certificate's key")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "bound on connecting and on each read")
-	fs.BoolVar(&g.json, "json", g.json, "print JSON instead of text (inspect, list, queue stats)")
+	if jsonHelp != "" {
+		fs.BoolVar(&g.json, "json", g.json, jsonHelp)
+	}
+}
+
+// synopses are the commands' --help headings.
+var synopses = map[string]string{
+	"inspect":      "inspect [flags] NAME\n  what NAME is (kind from its layout), holders, TTL, queue, token",
+	"list":         "list [flags] [PATTERN]\n  objects whose name matches PATTERN (glob, default *), found with SCAN",
+	"watch":        "watch [flags] NAME\n  live holders and waiters: redrawn in place on a terminal, else a line per change (Ctrl-C or --for to stop)",
+	"force-unlock": "force-unlock [flags] NAME\n  delete a lock whoever holds it and wake its waiters (needs --yes)",
+	"queue stats":  "queue stats [flags] NAME\n  a delayed queue: delayed items, next due, ready items",
+}
+
+// jsonHelp is what --json does for each command that has it.
+var jsonHelp = map[string]string{
+	"":            "print JSON instead of text (inspect, list, queue stats)",
+	"inspect":     "print the object as JSON",
+	"list":        "print the objects as a JSON array ([] when none matches)",
+	"queue stats": "print the queue's figures as JSON",
 }
 
 // secretString is a flag whose value is never shown (usage messages print
@@ -95,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &globals{timeout: 5 * time.Second}
 	top := flag.NewFlagSet("actorlock", flag.ContinueOnError)
 	top.SetOutput(stderr)
-	g.register(top)
+	g.register(top, jsonHelp[""])
 	top.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		top.PrintDefaults()
@@ -118,7 +139,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &command{globals: g, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("actorlock "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	g.register(fs)
+	g.register(fs, jsonHelp[cmd])
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: actorlock %s\n\nflags:\n", synopses[cmd])
+		fs.PrintDefaults()
+	}
 	var exec func(context.Context, []string) error
 	switch cmd {
 	case "inspect":
@@ -151,6 +176,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitCode(stderr, err)
 	}
+	if g.json && jsonHelp[cmd] == "" {
+		return fail(stderr, usageError{fmt.Sprintf("%s has no JSON output: --json is for inspect, list and queue stats", cmd)})
+	}
 	if err := c.checkArgs(cmd, fs.Args()); err != nil {
 		return fail(stderr, err)
 	}
@@ -161,7 +189,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, usageError{"--timeout must be positive"})
 	}
 	if g.url == "" {
-		g.url = os.Getenv("ACTORLOCK_URL")
+		g.url, g.urlFrom = os.Getenv("ACTORLOCK_URL"), "ACTORLOCK_URL"
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	rdb, err := connect(cctx, g.target)

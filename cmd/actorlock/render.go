@@ -98,7 +98,7 @@ func render(o *inspect.Object, withTTL bool) string {
 // holdText is one owner's holds.
 func holdText(kind inspect.Kind, h inspect.Hold, withTTL bool) string {
 	if kind != inspect.ReadWriteLock {
-		return fmt.Sprintf("%s  %s", h.Owner, plural(h.Count, "hold"))
+		return fmt.Sprintf("%s  %s%s", h.Owner, plural(h.Count, "hold"), processText(h))
 	}
 	var parts []string
 	if h.Writes > 0 {
@@ -115,7 +115,15 @@ func holdText(kind inspect.Kind, h inspect.Hold, withTTL bool) string {
 		}
 		parts = append(parts, r)
 	}
-	return h.Owner + "  " + strings.Join(parts, ", ")
+	return h.Owner + "  " + strings.Join(parts, ", ") + processText(h)
+}
+
+// processText is where the holder runs, when its runtime keeps a record.
+func processText(h inspect.Hold) string {
+	if h.Process == nil {
+		return ""
+	}
+	return fmt.Sprintf("  (host %s, pid %d)", h.Process.Host, h.Process.PID)
 }
 
 // summary is an object on one line, for list and for watch without a
@@ -158,6 +166,9 @@ func owners(o *inspect.Object) string {
 	for i, h := range o.Holds {
 		n := h.Count + h.Writes
 		s[i] = fmt.Sprintf("%s×%d", h.Owner, n)
+		if h.Process != nil {
+			s[i] += fmt.Sprintf(" (%s pid %d)", h.Process.Host, h.Process.PID)
+		}
 	}
 	return strings.Join(s, ", ")
 }

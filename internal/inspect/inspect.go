@@ -8,9 +8,11 @@ package inspect
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,6 +80,63 @@ type Hold struct {
 	// (that hold no longer counts once the lock's lease is renewed), -1
 	// when it has no expiry.
 	ReadTTLs []time.Duration
+	// Process is the process of the owner's runtime, from its record (see
+	// Identify); nil when unknown (a Redisson client, a runtime that keeps
+	// no record, or not looked up).
+	Process *Process `json:",omitempty"`
+}
+
+// Process is what an actorlock runtime records about itself
+// (scripts.RuntimeKey): which host and process it runs in.
+type Process struct {
+	Host    string    `json:"host"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+}
+
+// Identify looks up the process of each holder of o whose runtime keeps a
+// record. An owner's runtime id is what precedes its last ':'; the record is
+// under the runtime's key prefix, which is a leading part of o's name
+// ending in ':' (or empty), so each of those is tried: a few GETs in one
+// pipeline.
+func Identify(ctx context.Context, c redis.UniversalClient, o *Object) error {
+	prefixes := []string{""}
+	for i, r := range o.Name {
+		if r == ':' {
+			prefixes = append(prefixes, o.Name[:i+1])
+		}
+	}
+	type lookup struct {
+		hold int
+		get  *redis.StringCmd
+	}
+	var lookups []lookup
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, h := range o.Holds {
+			sep := strings.LastIndexByte(h.Owner, ':')
+			if sep <= 0 {
+				continue
+			}
+			for _, prefix := range prefixes {
+				lookups = append(lookups, lookup{i, p.Get(ctx, scripts.RuntimeKey(prefix, h.Owner[:sep]))})
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	for _, l := range lookups {
+		v, err := l.get.Result()
+		if err != nil || o.Holds[l.hold].Process != nil {
+			continue
+		}
+		var p Process
+		if json.Unmarshal([]byte(v), &p) == nil && p.PID > 0 {
+			o.Holds[l.hold].Process = &p
+		}
+	}
+	return nil
 }
 
 // Waiter is one owner queued for a fair lock.
