@@ -128,7 +128,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	s.req.inflight = false
 	a.attempted(ctx, s, d)
-	a.attemptedAfterGivingUp(s)
+	a.settleGaveUp(s.req, s.grant.Acquired)
 }
 
 // ---- release ---------------------------------------------------------------
@@ -207,6 +207,7 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 		s.next.inflight = false
 	}
 	a.released(ctx, s, d)
+	a.settleGaveUp(s.next, s.handed.Acquired)
 }
 
 // releaseTarget is the local waiter a release may hand the lock to in the

@@ -663,3 +663,50 @@ func TestFairRefreshedWaitersKeepTheirOrder(t *testing.T) {
 	assert.Equal(t, []string{redisson}, rdb.LRange(ctx, queue, 0, -1).Val())
 	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
 }
+
+// A waiter gives up while its holder's unlock, which hands it the lock, is
+// in flight (Redis frozen meanwhile): the hand-off is undone when the
+// unlock comes back, and the waiter is answered then, not a call timeout
+// later; nothing of it stays in Redis.
+func TestFairGiveUpWhileAHandOffToItIsInFlight(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 8 * time.Second
+	srv, rdb, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup-handoff"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx)
+	require.NoError(t, err)
+	l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":waiter"))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(ctx, actorlock.WaitTime(time.Second))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, 900*time.Millisecond, time.Millisecond)
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- holder.Unlock(ctx) }()
+	time.Sleep(1500 * time.Millisecond) // the waiter's wait time passes while the unlock is stuck
+	require.NoError(t, srv.Resume())
+	resumed = true
+	resumedAt := time.Now()
+	require.NoError(t, <-unlocked)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		assert.Less(t, time.Since(resumedAt), callTimeout/2, "answered when the unlock came back")
+		t.Logf("answered %v after Redis resumed", time.Since(resumedAt))
+	case <-time.After(callTimeout + 2*time.Second):
+		t.Fatal("the waiter did not return")
+	}
+	require.Eventually(t, func() bool {
+		return rdb.Exists(ctx, name).Val() == 0 && rdb.LLen(ctx, queue).Val() == 0 && rdb.ZCard(ctx, timeouts).Val() == 0
+	}, 5*time.Second, 10*time.Millisecond, "the hand-off undone, no place left")
+}
