@@ -149,8 +149,9 @@ func TestFairManyWaitersLeaveNoTrace(t *testing.T) {
 	})
 }
 
-// A queued waiter whose process dies holds the others up for its wait
-// validity at most: its place expires.
+// A queued waiter whose process dies holds the others up for about a
+// watchdog lease (its place is no longer refreshed), and never longer than
+// its wait validity: its place expires.
 func TestFairDeadWaiterExpires(t *testing.T) {
 	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d *deployment) {
