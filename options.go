@@ -204,16 +204,16 @@ func WithMaxHandoffs(n int) Option {
 	}
 }
 
-// WithFairWaitTimeout sets how long the place in a fair lock's queue of a
-// waiter without a wait time lasts after the one ahead of it, as Redisson's
-// threadWaitTime (a waiter with WaitTime uses that, as Redisson's tryLock
-// does). It is the deadline a Redisson client sees on joining; each place
-// adds its own, so dead waiters ahead would block a free lock for the sum.
-// A runtime therefore keeps its live waiters' places about one watchdog lease
-// ahead (WithWatchdog) while they wait, refreshed every third of a lease: the
-// place of a waiter whose process died goes about a lease after the death,
-// whatever this timeout. Redisson's own waiters keep Redisson's deadlines
-// (`actorlock fair-drop` removes them by hand). Default 5 min.
+// WithFairWaitTimeout sets how long the place of a fair-lock waiter without
+// a wait time lasts after the one ahead of it when it joins the queue
+// (Redisson's threadWaitTime; a waiter with WaitTime uses that, as Redisson's
+// tryLock does). Such deadlines add up: dead waiters ahead of a live one
+// would keep a free lock from it for the sum of theirs. So while a runtime
+// lives it keeps its waiters' places about one watchdog lease ahead (see
+// WithWatchdog), refreshed every third of a lease: the place of a waiter
+// whose process died goes about a lease after the death, whatever this
+// timeout. Waiters of Redisson clients keep Redisson's deadlines; `actorlock
+// fair-drop` removes dead ones by hand. Default 5 min.
 func WithFairWaitTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -90,10 +90,12 @@ type leaveOverdue struct{ req *request }
 // giveUpPlace answers a fair waiter that gives up (timed out, cancelled, its
 // caller gone, Close) once it has left the Redis queue, as Redisson's
 // tryLock does before it returns false: a waiter behind it, of any client,
-// must not wait for a place nobody will take. If its attempt is in flight,
-// the attempt's outcome decides (it may have joined, or been granted: then
-// the undo gives the lock back and there is no place to leave). Another
-// request of the same owner keeps the place, and this answer goes at once.
+// must not wait for a place nobody will take. If a script for it is in
+// flight (its attempt, or a release handing it the lock), that script's
+// outcome decides (settleGaveUp): it may have joined, or been granted, and
+// then the undo gives the lock back and there is no place to leave.
+// Another request of the same owner keeps the place, and this answer goes
+// at once.
 //
 // The answer waits for one try of the leave, and at most the call timeout
 // in all: a Redis that does not answer delays a caller past its wait time
@@ -108,14 +110,15 @@ func (a *lockActor) giveUpPlace(r *request, res AcquireResult) {
 	r.overdue = a.env.timers.SendOnce(a.env.CallTimeout, a.self, &leaveOverdue{req: r})
 }
 
-// attemptedAfterGivingUp follows the outcome of the attempt of a waiter that
-// gave up meanwhile (attempted has undone a grant, or left the queue after
-// a refusal): an attempt that failed without running leaves the place an
-// earlier attempt took. Its answer goes once no leave of it is under way;
-// a grant took its place off the queue.
-func (a *lockActor) attemptedAfterGivingUp(s *attemptStep) {
-	r := s.req
-	if r.gaveUp != nil && !r.left && (s.grant.Acquired || !a.leaveIfQueued(r, false)) {
+// settleGaveUp follows the outcome of the script that was in flight for a
+// waiter that gave up meanwhile: its attempt (attempted has undone a grant,
+// or left the queue after a refusal), or a release handing it the lock
+// (released has undone the hand-off). A grant took its place off the
+// queue; otherwise it leaves the place it may still have (an attempt that
+// failed without running, a hand-off to a waiter that was not the head).
+// Its answer goes once no leave of it is under way.
+func (a *lockActor) settleGaveUp(r *request, granted bool) {
+	if r != nil && r.gaveUp != nil && !r.left && (granted || !a.leaveIfQueued(r, false)) {
 		a.deliverGaveUp(r)
 	}
 }

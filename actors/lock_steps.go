@@ -137,7 +137,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 func (s *attemptStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	s.req.inflight = false
 	a.attempted(ctx, s, d)
-	a.attemptedAfterGivingUp(s)
+	a.settleGaveUp(s.req, s.grant.Acquired)
 }
 
 // ---- release ---------------------------------------------------------------
@@ -248,6 +248,7 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	}
 	a.retried(s)
 	a.released(ctx, s, d)
+	a.settleGaveUp(s.next, s.handed.Acquired)
 }
 
 // releaseTarget is the local waiter a release may hand the lock to in the

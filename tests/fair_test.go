@@ -149,8 +149,9 @@ func TestFairManyWaitersLeaveNoTrace(t *testing.T) {
 	})
 }
 
-// A queued waiter whose process dies holds the others up for its wait
-// validity at most: its place expires.
+// A queued waiter whose process dies holds the others up for about a
+// watchdog lease (its place is no longer refreshed), and never longer than
+// its wait validity: its place expires.
 func TestFairDeadWaiterExpires(t *testing.T) {
 	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d *deployment) {
@@ -551,13 +552,16 @@ func TestFairLiveWaiterKeepsItsPlace(t *testing.T) {
 	var last float64
 	for i := range 3 {
 		time.Sleep(watchdog / 2)
-		mine := rdb.ZScore(ctx, timeouts, l.Owner()).Val()
+		// One command, so that no refresh comes between the two scores.
+		scores, err := rdb.ZMScore(ctx, timeouts, l.Owner(), redisson).Result()
+		require.NoError(t, err)
+		mine := scores[0]
 		left := mine - redisNow()
 		assert.Greater(t, left, 0.0, "sample %d", i)
 		assert.LessOrEqual(t, left, float64(watchdog.Milliseconds()), "sample %d: about a lease ahead, not the fair wait", i)
 		assert.Greater(t, mine, last, "sample %d: refreshed", i)
 		last = mine
-		behind := rdb.ZScore(ctx, timeouts, redisson).Val() - mine
+		behind := scores[1] - mine
 		assert.InDelta(t, float64(redissonWait.Milliseconds()), behind, 100, "sample %d: the Redisson waiter keeps its slot", i)
 	}
 	require.NoError(t, holder.Unlock(ctx))
@@ -662,4 +666,113 @@ func TestFairRefreshedWaitersKeepTheirOrder(t *testing.T) {
 	}
 	assert.Equal(t, []string{redisson}, rdb.LRange(ctx, queue, 0, -1).Val())
 	require.NoError(t, rdb.Del(ctx, queue, timeouts).Err())
+}
+
+// A waiter gives up while its holder's unlock, which hands it the lock, is
+// in flight (Redis frozen meanwhile): the hand-off is undone when the
+// unlock comes back, and the waiter is answered then, not a call timeout
+// later; nothing of it stays in Redis.
+func TestFairGiveUpWhileAHandOffToItIsInFlight(t *testing.T) {
+	t.Parallel()
+	const callTimeout = 8 * time.Second
+	srv, rdb, rt := setup(t, actorlock.WithCallTimeout(callTimeout))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-giveup-handoff"
+	queue, timeouts := fairKeys(name)
+	holder, err := rt.FairLock(name).Acquire(ctx)
+	require.NoError(t, err)
+	l := rt.FairLock(name, actorlock.WithOwner(rt.ID()+":waiter"))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := l.Acquire(ctx, actorlock.WaitTime(time.Second))
+		errc <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 1 }, 900*time.Millisecond, time.Millisecond)
+	require.NoError(t, srv.Pause())
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	}()
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- holder.Unlock(ctx) }()
+	time.Sleep(1500 * time.Millisecond) // the waiter's wait time passes while the unlock is stuck
+	require.NoError(t, srv.Resume())
+	resumed = true
+	resumedAt := time.Now()
+	require.NoError(t, <-unlocked)
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		assert.Less(t, time.Since(resumedAt), callTimeout/2, "answered when the unlock came back")
+		t.Logf("answered %v after Redis resumed", time.Since(resumedAt))
+	case <-time.After(callTimeout + 2*time.Second):
+		t.Fatal("the waiter did not return")
+	}
+	require.Eventually(t, func() bool {
+		return rdb.Exists(ctx, name).Val() == 0 && rdb.LLen(ctx, queue).Val() == 0 && rdb.ZCard(ctx, timeouts).Val() == 0
+	}, 5*time.Second, 10*time.Millisecond, "the hand-off undone, no place left")
+}
+
+// A Redisson waiter ahead that takes the lock moves every place behind it
+// up by its own wait (5 min by default), which puts a refreshed place in
+// the past; once pruned, the live waiter joins again at its next refresh
+// and gets the free lock within about a third of a lease.
+func TestFairLiveWaiterCutByARedissonShiftJoinsAgain(t *testing.T) {
+	t.Parallel()
+	const watchdog = 3 * time.Second
+	_, rdb, rt := setup(t, actorlock.WithWatchdog(watchdog))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "fair-redisson-shift"
+	queue, timeouts := fairKeys(name)
+	// A Redisson thread holds the lock, another waits at the head.
+	const holder, next = "redisson-thread:1", "redisson-thread:2"
+	require.NoError(t, rdb.HSet(ctx, name, holder, 1).Err())
+	require.NoError(t, rdb.PExpire(ctx, name, 20*time.Second).Err())
+	now := float64(rdb.Time(ctx).Val().UnixMilli())
+	require.NoError(t, rdb.ZAdd(ctx, timeouts, redis.Z{Score: now + 20000 + 300000, Member: next}).Err())
+	require.NoError(t, rdb.RPush(ctx, queue, next).Err())
+
+	got := make(chan time.Time, 1)
+	done := make(chan error, 1)
+	go func() {
+		h, err := rt.FairLock(name).Acquire(ctx, actorlock.WaitTime(20*time.Second))
+		if err == nil {
+			got <- time.Now()
+			err = h.Unlock(ctx)
+		}
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return rdb.LLen(ctx, queue).Val() == 2 }, 5*time.Second, time.Millisecond)
+	time.Sleep(watchdog / 2) // refreshed: about a lease ahead
+
+	// The holder unlocks, the Redisson waiter takes the lock as Redisson's
+	// script does (every place moves up by its 5 min wait), and unlocks at
+	// once, pruning the place now in the past.
+	require.NoError(t, rdb.Del(ctx, name).Err())
+	take := `redis.call('lpop', KEYS[2]); redis.call('zrem', KEYS[3], ARGV[1])
+for _, k in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do redis.call('zincrby', KEYS[3], -300000, k) end
+redis.call('hset', KEYS[1], ARGV[1], 1); redis.call('pexpire', KEYS[1], 30000)
+return 1`
+	require.NoError(t, rdb.Eval(ctx, take, []string{name, queue, timeouts}, next).Err())
+	prune := `local t = redis.call('time'); local now = tonumber(t[1]) * 1000
+local head = redis.call('lindex', KEYS[2], 0)
+if head and tonumber(redis.call('zscore', KEYS[3], head)) <= now then redis.call('lpop', KEYS[2]); redis.call('zrem', KEYS[3], head) end
+redis.call('del', KEYS[1])
+return 1`
+	require.NoError(t, rdb.Eval(ctx, prune, []string{name, queue, timeouts}).Err())
+	unlocked := time.Now()
+	require.Zero(t, rdb.LLen(ctx, queue).Val(), "the live waiter's place was pruned")
+	select {
+	case at := <-got:
+		took := at.Sub(unlocked)
+		assert.Less(t, took, watchdog, "joined again within about a third of a lease")
+		t.Logf("the cut waiter got the free lock %v later", took)
+		require.NoError(t, <-done)
+	case err := <-done:
+		t.Fatalf("the cut waiter did not get the free lock: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the cut waiter did not get the free lock")
+	}
 }
