@@ -66,10 +66,14 @@ type lockActor struct {
 	validity   wakeup        // the earliest validity deadline of the holds (wakeups.go)
 	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
-	settling  map[string]int // owners whose Redis work is unsettled (giveback.go)
-	parked    []*attemptStep // attempts waiting for their owner's work to settle
-	due       int32          // steps waiting on a timer to run (stepDue)
-	extending int32          // Extend scripts in flight
+	settling map[string]int // owners whose Redis work is unsettled (giveback.go)
+	parked   []*attemptStep // attempts waiting for their owner's work to settle
+	// heldAnswers counts answers of fair waiters that gave up, held until
+	// they left the Redis queue (giveUpPlace): their requests are no longer
+	// pending, but the actor owes them an answer, so it may not go idle.
+	heldAnswers int32
+	due         int32 // steps waiting on a timer to run (stepDue)
+	extending   int32 // Extend scripts in flight
 
 	drained func() // drain: tells the manager once nothing is left to run
 }

@@ -108,6 +108,7 @@ func (a *lockActor) giveUpPlace(r *request, res AcquireResult) {
 	}
 	r.gaveUp = &res
 	r.overdue = a.env.timers.SendOnce(a.env.CallTimeout, a.self, &leaveOverdue{req: r})
+	a.heldAnswers++
 }
 
 // settleGaveUp follows the outcome of the script that was in flight for a
@@ -131,6 +132,7 @@ func (a *lockActor) deliverGaveUp(r *request) {
 	res := *r.gaveUp
 	r.gaveUp = nil
 	r.overdue()
+	a.heldAnswers--
 	a.deliver(r, res)
 }
 

@@ -32,7 +32,7 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 
 func (a *lockActor) isIdle() bool {
 	return a.holds.len() == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
-		a.due == 0 && len(a.settling) == 0
+		a.due == 0 && len(a.settling) == 0 && a.heldAnswers == 0
 }
 
 // syncIdle runs the idle handshake (idle.go) while idle, or while all
@@ -47,7 +47,7 @@ func (a *lockActor) syncIdle(ctx actor.Context) {
 // (dormant.go): nothing queued, running, timed, subscribed or watched.
 func (a *lockActor) canSleep() bool {
 	if a.holds.len() == 0 || a.draining || len(a.queue.pending) > 0 || a.inflight != nil || len(a.steps) > 0 ||
-		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.settling) > 0 || len(a.parked) > 0 ||
+		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.settling) > 0 || a.heldAnswers > 0 || len(a.parked) > 0 ||
 		len(a.watched) > 0 || a.retry.at != 0 || (a.alive != nil && a.alive.at != 0) || since() < a.yieldUntil {
 		return false
 	}
