@@ -83,11 +83,7 @@ func (h *Held) Unlock(ctx context.Context) (err error) {
 	defer span.end(&err)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.unlockSent && !h.unlocked && errors.Is(h.Err(), ErrUnlocked) {
-		// An earlier Unlock failed (or its ctx ended), and the runtime,
-		// which carries a release through until Redis answers, completed
-		// it: this call succeeds with it.
-		h.unlocked = true
+	if h.releasedEarlier() {
 		return nil
 	}
 	if err := h.check(ctx); err != nil {
@@ -102,10 +98,26 @@ func (h *Held) Unlock(ctx context.Context) (err error) {
 	if err == nil {
 		err = res.Err
 	}
+	if err != nil && !fresh && errors.Is(err, ErrLost) && h.releasedEarlier() {
+		// The earlier release completed just before this one reached the
+		// runtime, which then no longer knew the hold.
+		return nil
+	}
 	if err == nil {
 		h.unlocked = true
 	}
 	return err
+}
+
+// releasedEarlier reports (h.mu held) whether an earlier Unlock that failed,
+// or whose ctx ended, was completed by the runtime, which carries a release
+// through until Redis answers: a later Unlock succeeds with it.
+func (h *Held) releasedEarlier() bool {
+	if h.unlocked || !h.unlockSent || !errors.Is(h.Err(), ErrUnlocked) {
+		return false
+	}
+	h.unlocked = true
+	return true
 }
 
 // check reports what makes a call of the hold impossible before anything

@@ -54,6 +54,9 @@ func (a *lockActor) extend(m *Extend) {
 	case g == nil:
 		m.Reply <- lostError("the hold ended before this extension")
 		return
+	case g.release != nil:
+		m.Reply <- fmt.Errorf("%w: an Unlock of this hold is under way", ErrUnlocked)
+		return
 	case h.watchdogs > 0:
 		// The watchdog renews the owner's key to its own lease; a second
 		// schedule would make neither the lease callers asked for.

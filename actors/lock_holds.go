@@ -21,7 +21,7 @@ type hold struct {
 	// fencing counter holds until someone is granted the lock again (a
 	// release's retry tells by it whether the owner re-entered since).
 	token      int64
-	grants     []*grant      // acquisitions not yet released, oldest first
+	grants     []*grant      // acquisitions not yet released (a release under way included), oldest first
 	watchdogs  int           // grants renewed by the watchdog
 	gen        uint64        // renewal registration; 0: none
 	renewReads int64         // read count the registration carries
@@ -61,8 +61,23 @@ type grant struct {
 	unlocking *releaseBasis
 	// release is this grant's release under way: queued, in flight, or
 	// failed and waiting to be tried again (releaseFailed); nil: none.
+	// The grant stays in its hold meanwhile: the owner holds it until Redis
+	// says otherwise.
 	release *releaseStep
-	over    bool // ended (unlocked, lost, closed): nothing may act on it any more
+	ended   error // why it ended (unlocked, lost, closed); nil while it lasts
+}
+
+// find is the first grant of h that matches, nil if none (or h is nil).
+func (h *hold) find(match func(*grant) bool) *grant {
+	if h == nil {
+		return nil
+	}
+	for _, g := range h.grants {
+		if match(g) {
+			return g
+		}
+	}
+	return nil
 }
 
 // take removes and returns the first grant of h that matches, nil if none
@@ -80,14 +95,13 @@ func (h *hold) take(match func(*grant) bool) *grant {
 	return nil
 }
 
-// takeNewest is take, searching from the newest grant.
-func (h *hold) takeNewest(match func(*grant) bool) *grant {
+// findNewest is find, searching from the newest grant.
+func (h *hold) findNewest(match func(*grant) bool) *grant {
 	if h == nil {
 		return nil
 	}
 	for i := len(h.grants) - 1; i >= 0; i-- {
 		if g := h.grants[i]; match(g) {
-			h.grants = append(h.grants[:i], h.grants[i+1:]...)
 			return g
 		}
 	}
@@ -163,21 +177,11 @@ func (a *lockActor) dropHold(ctx actor.Context, h *hold) {
 func (a *lockActor) lost(ctx actor.Context, h *hold, why LossReason, reason string) {
 	err := lossOf(why, reason)
 	var token int64
+	// Acquisitions whose Unlock is under way too: their Done closes now, not
+	// when their release gets through (it may be stuck behind a cut network).
 	for _, g := range h.grants {
 		a.endGrant(g, err)
 		token = max(token, g.token)
-	}
-	// Acquisitions whose Unlock is under way are not in h.grants any more,
-	// but they were held until now: their Done must close too, not when
-	// their release gets through (it may be stuck behind a cut network).
-	releasing := func(s step) {
-		if r, ok := s.(*releaseStep); ok && r.owner == h.owner {
-			a.endGrant(r.grant, err)
-		}
-	}
-	releasing(a.inflight)
-	for _, s := range a.steps {
-		releasing(s)
 	}
 	a.tellLost(ctx, h, reason, token)
 	a.dropHold(ctx, h)
@@ -203,7 +207,9 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 	if g == nil {
 		return
 	}
-	g.over = true
+	if g.ended == nil {
+		g.ended = cause
+	}
 	if g.end != nil {
 		g.end(cause)
 	}

@@ -21,25 +21,25 @@ func (a *lockActor) releaseGo(m *Release) {
 			m.Reply <- res
 		}
 	}
-	ours := func(g *grant) bool { return g.goID == m.ID }
 	h := a.holds.get(m.Owner)
 	if h != nil && h.byMessage() {
 		h = nil
 	}
-	if s := a.releaseOf(h, m.Owner, ours); s != nil {
-		// A release of this acquisition is under way (its Unlock returned
-		// the caller's ctx error) or failed and is being tried again: this
-		// Unlock waits for its outcome instead of starting another.
-		s.join(reply)
-		return
-	}
-	g := h.take(ours)
-	if g == nil {
+	g := h.find(func(g *grant) bool { return g.goID == m.ID })
+	switch {
+	case g == nil:
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
-		return
+	case g.release != nil && mutant.On(5):
+		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
+	case g.release != nil:
+		// A release of this acquisition is under way (an Unlock whose ctx
+		// ended) or failed and is being tried again: this Unlock waits for
+		// its outcome instead of starting another.
+		g.release.join(reply)
+	default:
+		s := a.queueRelease(h, g, m.RequestID, reply)
+		s.span, s.fresh = m.Span, m.Fresh
 	}
-	s := a.queueRelease(h, g, m.RequestID, reply)
-	s.span, s.fresh = m.Span, m.Fresh
 }
 
 // releaseMessage releases a hold of the owner of the token the request
@@ -63,13 +63,13 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 	if h != nil && !h.byMessage() {
 		h = nil
 	}
-	if s := a.releaseOf(h, owner, func(g *grant) bool { return g.release != nil && g.release.requestID == requestID }); s != nil {
-		s.join(respond) // a retry of a release under way
+	if g := h.find(func(g *grant) bool { return g.release != nil && g.release.requestID == requestID }); g != nil {
+		g.release.join(respond) // a retry of a release under way
 		return
 	}
-	// The newest acquisition of that kind goes first.
+	// The newest acquisition of that kind not being released goes first.
 	write := m.Kind == messages.Kind_KIND_WRITE
-	g := h.takeNewest(func(g *grant) bool { return g.write == write && g.release == nil })
+	g := h.findNewest(func(g *grant) bool { return g.write == write && g.release == nil })
 	if g == nil {
 		respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
 		return
@@ -77,40 +77,8 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 	a.queueRelease(h, g, requestID, respond)
 }
 
-// releaseOf is the release under way of owner's grant that matches: a grant
-// of h waiting for its release to be tried again, or a release queued or in
-// flight. nil: none.
-func (a *lockActor) releaseOf(h *hold, owner string, match func(*grant) bool) *releaseStep {
-	if h != nil {
-		for _, g := range h.grants {
-			if g.release != nil && match(g) {
-				return g.release
-			}
-		}
-	}
-	if mutant.On(5) {
-		return nil
-	}
-	under := func(s step) *releaseStep {
-		r, ok := s.(*releaseStep)
-		if ok && r.owner == owner && r.grant != nil && r.grant.release == r && match(r.grant) {
-			return r
-		}
-		return nil
-	}
-	if r := under(a.inflight); r != nil {
-		return r
-	}
-	for _, s := range a.steps {
-		if r := under(s); r != nil {
-			return r
-		}
-	}
-	return nil
-}
-
-// queueRelease takes grant g out of hold h (the watchdog stops renewing it
-// now, so no renewal outlives the unlock) and queues its release in Redis.
+// queueRelease queues the release in Redis of grant g of hold h; the
+// watchdog stops renewing it now, so no renewal outlives the unlock.
 func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func(ReleaseResult)) *releaseStep {
 	if g.watchdog {
 		h.watchdogs--
@@ -162,13 +130,24 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 	}
 	switch s.unlock.State {
 	case scripts.Released:
+		a.endGrant(s.grant, ErrUnlocked)
 		if h != nil {
+			// The owner holds nothing in Redis now: any other acquisition
+			// of it here ended too (with its own release under way:
+			// released; otherwise: lost).
+			for _, g := range h.grants {
+				if g.release != nil {
+					a.endGrant(g, ErrUnlocked)
+				} else {
+					a.endGrant(g, lossOf(LossGone, "the owner's last hold in Redis was released by another of its acquisitions"))
+				}
+			}
 			a.dropHold(ctx, h)
 		}
-		a.endGrant(s.grant, ErrUnlocked)
 		s.answer(ReleaseResult{Released: true})
 		a.releasedTo(ctx, s, d)
 	case scripts.StillHeld:
+		h.take(func(g *grant) bool { return g == s.grant })
 		a.endGrant(s.grant, ErrUnlocked)
 		s.answer(ReleaseResult{HoldCount: a.stillHeld(ctx, h, s)})
 	default:
@@ -252,8 +231,8 @@ func (a *lockActor) afterPublicRelease(heard int64) {
 const yieldWindow = 2 * time.Millisecond
 
 // releaseFailed: Redis did not answer, so the hold may still be there. The
-// grant goes back into the hold, so Done() keeps its meaning and the hold
-// stays renewed, and the actor tries the release again itself (same
+// grant stays in the hold, renewed again, so Done() keeps its meaning, and
+// the actor tries the release again itself (same
 // request id, judged by what the first attempt expected: see
 // grant.unlocking) until Redis answers or the hold ends: the caller may
 // have stopped waiting (its ctx ended), or be gone (a MultiLock round that
@@ -263,13 +242,12 @@ const yieldWindow = 2 * time.Millisecond
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 	s.answer(ReleaseResult{Err: fmt.Errorf("actorlock: unlock %q: %w", a.key.Name, err)})
 	s.replies = nil
-	if s.grant == nil || h == nil || s.grant.over {
+	if s.grant == nil || h == nil || s.grant.ended != nil {
 		return
 	}
 	// A copy: pointing into s would keep the step's basis changing with it.
 	basis := s.basis
 	s.grant.unlocking = &basis
-	h.grants = append(h.grants, s.grant)
 	if s.grant.watchdog {
 		h.watchdogs++
 	}

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
@@ -178,15 +179,16 @@ func (s *releaseStep) answer(res ReleaseResult) {
 func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	h := a.holds.get(s.owner)
 	if g := s.grant; g != nil {
-		if g.over || h == nil || (s.retrying && h.take(func(x *grant) bool { return x == g }) == nil) {
-			// The hold ended (lost, closed) before this release ran: a hold
-			// of the same owner granted since is not this one to release.
+		if g.ended != nil || h == nil {
+			// The acquisition ended (lost, closed, released with the
+			// owner's last hold) before this release ran: a hold of the
+			// same owner granted since is not this one to release.
 			a.retried(s)
-			s.answer(ReleaseResult{Err: lostError("the hold ended before this unlock")})
+			s.answer(endedRelease(g.ended))
 			return nil
 		}
 		if s.retrying && g.watchdog {
-			// Back out of the hold again (queueRelease).
+			// Not renewed while released (queueRelease).
 			h.watchdogs--
 			a.syncRenewal(h)
 		}
@@ -196,6 +198,19 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		s.next.inflight = true
 	}
 	return s.call(a)
+}
+
+// endedRelease is what the release of an acquisition that ended first
+// reports: done if the owner's holds were released meanwhile, else why it
+// ended.
+func endedRelease(cause error) ReleaseResult {
+	switch {
+	case cause == nil:
+		return ReleaseResult{Err: lostError("the hold ended before this unlock")}
+	case errors.Is(cause, ErrUnlocked):
+		return ReleaseResult{Released: true}
+	}
+	return ReleaseResult{Err: cause}
 }
 
 // retried ends the actor's own retry of s, if it was one.
