@@ -243,6 +243,12 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 		ctxTimeout = wk.dur(0, 15*time.Millisecond)
 		bound = ctxTimeout + wk.w.cfg.tol
 	}
+	if n.kind == kFair {
+		// A fair waiter that gives up is answered once it has left the
+		// Redis queue, or its attempt in flight came back: up to a call
+		// timeout later (docs/guarantees.md).
+		bound += wk.w.cfg.callTimeout
+	}
 	ctx, cancel := context.WithTimeout(base, ctxTimeout)
 	defer cancel()
 	m.opStart(n, field)
