@@ -318,8 +318,11 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	logf("drained in %v", time.Since(drain).Round(time.Millisecond))
 	close(sweepDone)
 	bg.Wait()
-	if v := w.finish(ignore); v != nil && w.model.first == nil {
-		w.model.first = v
+	if v := w.finish(ignore); v != nil {
+		logf("at the end: %v", v)
+		if w.model.first == nil {
+			w.model.first = v
+		}
 	}
 	for _, inv := range w.model.order {
 		logf("%d violations of %q; the first:\n%v", w.model.byInvariant[inv], inv, w.model.firstOf[inv])
@@ -462,6 +465,52 @@ func knownLost(n *nameState, h *hold) int {
 	return known5(n, h)
 }
 
+// staleFairQueue: a fair lock's queue whose every place has timed out (by
+// the Redis clock) is what a waiter whose leave failed (a fault) leaves
+// behind: as in Redisson, the next acquisition of the name purges it, and
+// until then it holds nobody up. Such keys are not counted as left.
+func (w *world) staleFairQueue(ctx context.Context, key string) bool {
+	var timeouts string
+	switch {
+	case strings.HasPrefix(key, "redisson_lock_timeout:"):
+		timeouts = key
+	case strings.HasPrefix(key, "redisson_lock_queue:"):
+		timeouts = "redisson_lock_timeout:" + strings.TrimPrefix(key, "redisson_lock_queue:")
+	default:
+		return false
+	}
+	now, err := w.admin.Time(ctx).Result()
+	if err != nil {
+		return false
+	}
+	places, err := w.admin.ZRangeWithScores(ctx, timeouts, 0, -1).Result()
+	if err != nil || len(places) == 0 {
+		return false
+	}
+	for _, p := range places {
+		if int64(p.Score) > now.UnixMilli() {
+			return false
+		}
+	}
+	if key != timeouts {
+		// Every queued owner has a timed-out place.
+		queued, err := w.admin.LRange(ctx, key, 0, -1).Result()
+		if err != nil {
+			return false
+		}
+		for _, o := range queued {
+			found := false
+			for _, p := range places {
+				found = found || p.Member == o
+			}
+			if !found {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // finish closes everything and checks that nothing is left: no Held open,
 // no lock key in Redis, no goroutine.
 func (w *world) finish(ignore goleak.Option) *violation {
@@ -505,7 +554,7 @@ func (w *world) finish(ignore goleak.Option) *violation {
 				// and pid for the CLI) 30 s after its last refresh: a
 				// runtime closed mid-run under faults may not have
 				// deleted it.
-				if !strings.HasPrefix(k, "redisson_lock_token:") && !strings.HasPrefix(k, "actorlock_runtime:") {
+				if !strings.HasPrefix(k, "redisson_lock_token:") && !strings.HasPrefix(k, "actorlock_runtime:") && !w.staleFairQueue(ctx, k) {
 					left = append(left, k)
 				}
 			}
