@@ -150,7 +150,9 @@ func (wk *worker) acquireOpts(n *nameState, try bool) (ctxTimeout time.Duration,
 	default:
 		ctxTimeout = wk.dur(2*time.Second, 5*time.Second)
 	}
-	bound = ctxTimeout
+	// When ctx ends as a grant comes back, Acquire gives the grant back
+	// before it returns: up to a call timeout more (docs/guarantees.md).
+	bound = ctxTimeout + c.callTimeout
 	if !try && wk.rng.IntN(2) == 0 {
 		wait := wk.dur(0, 250*time.Millisecond)
 		if n.kind == kFair && wk.rng.IntN(30) == 0 {
@@ -159,14 +161,14 @@ func (wk *worker) acquireOpts(n *nameState, try bool) (ctxTimeout time.Duration,
 			ctxTimeout = wait + time.Second
 		}
 		opts = append(opts, actorlock.WaitTime(wait))
-		bound = min(ctxTimeout, wait)
+		bound = min(bound, wait)
 	}
 	if wk.rng.IntN(3) == 0 {
 		opts = append(opts, actorlock.LeaseTime(wk.dur(c.leaseMin, c.leaseMax)))
 		leased = true
 	}
-	// Acquire answers at its wait time or when ctx ends, whatever Redis
-	// does; tol covers a loaded machine.
+	// Acquire answers at its wait time, or when ctx ends (but for that
+	// give-back), whatever Redis does; tol covers a loaded machine.
 	return ctxTimeout, opts, bound + c.tol, leased
 }
 
@@ -241,7 +243,7 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 	ctxTimeout, opts, bound, leased := wk.acquireOpts(n, try)
 	if op == opCancel {
 		ctxTimeout = wk.dur(0, 15*time.Millisecond)
-		bound = ctxTimeout + wk.w.cfg.tol
+		bound = ctxTimeout + wk.w.cfg.callTimeout + wk.w.cfg.tol
 	}
 	if n.kind == kFair {
 		// A fair waiter that gives up is answered once it has left the
