@@ -11,6 +11,8 @@ import (
 	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // lockActor owns one lock name of one family in this runtime: the reentrant
@@ -460,7 +462,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	r := s.req
 	if d.err != nil {
 		if !r.answered {
-			a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("actorlock: acquire %q: %w", a.key.Name, d.err)})
+			a.answer(ctx, r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
 		}
 		// The attempt may have taken effect: undo exactly that.
 		if mayHaveRun(d.err) {

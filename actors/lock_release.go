@@ -10,6 +10,8 @@ import (
 	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Releases, cancels and forced unlocks of the lock actor, and their
@@ -261,7 +263,7 @@ const yieldWindow = 2 * time.Millisecond
 // meanwhile joins it. Until it is settled, nothing grants to the owner (a
 // re-entry would move the fencing counter the retry judges by).
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
-	s.answer(ReleaseResult{Err: fmt.Errorf("actorlock: unlock %q: %w", a.key.Name, err)})
+	s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
 	s.replies = nil
 	if s.grant == nil || h == nil || s.grant.over {
 		return
@@ -296,7 +298,7 @@ func (a *lockActor) forced(ctx actor.Context, s *forceStep, err error) {
 		a.headReady = true
 	}
 	if err != nil {
-		err = fmt.Errorf("actorlock: force unlock %q: %w", a.key.Name, err)
+		err = sentinel.Op("force unlock", a.key.Name, err)
 	}
 	s.reply <- ForceUnlockResult{WasLocked: s.deleted, Err: err}
 }
