@@ -191,12 +191,12 @@ type groupMember struct {
 // sharing locks never wait for each other in a cycle.
 func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	if len(locks) == 0 {
-		return nil, fmt.Errorf("%w: %s of no locks", ErrInvalidArgument, what)
+		return nil, fmt.Errorf("%w: no locks", ErrInvalidArgument)
 	}
 	members := make([]groupMember, len(locks))
 	for i, l := range locks {
 		if l == nil {
-			return nil, fmt.Errorf("%w: %s member %d is nil", ErrInvalidArgument, what, i)
+			return nil, fmt.Errorf("%w: member %d is nil", ErrInvalidArgument, i)
 		}
 		if l.err != nil {
 			return nil, l.err
@@ -209,7 +209,7 @@ func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	for i := 1; i < len(members); i++ {
 		a, b := members[i-1], members[i]
 		if a.lock.rt == b.lock.rt && a.lock.key == b.lock.key {
-			return nil, fmt.Errorf("%w: %s has lock %q twice", ErrInvalidArgument, what, a.lock.key.Name)
+			return nil, fmt.Errorf("%w: lock %q given twice", ErrInvalidArgument, a.lock.key.Name)
 		}
 	}
 	return members, nil

@@ -30,7 +30,7 @@ func RedLock(locks ...*Lock) *Red {
 	if err == nil {
 		for i := 1; i < len(m); i++ {
 			if m[i].server == m[i-1].server {
-				err = fmt.Errorf("%w: RedLock has two members on one server (%s)", ErrInvalidArgument, m[i].lock.rt.serverID())
+				err = fmt.Errorf("%w: two members on one server (%s)", ErrInvalidArgument, m[i].lock.rt.serverID())
 				break
 			}
 		}

@@ -348,7 +348,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 	if h != nil && h.byMessage() != (r.actor() != nil) {
 		// A Go handle naming an owner id (WithOwner) never enters a hold
 		// acquired by message, whose owner is a token, nor the reverse.
-		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: that owner's holds of lock %q belong to another kind of caller", ErrNotOwner, a.key.Name)})
+		a.deliver(r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, fmt.Errorf("%w: that owner's holds belong to another kind of caller", ErrNotOwner))})
 		return
 	}
 	upgrade := a.fam.upgrade(h, r)

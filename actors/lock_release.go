@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -228,7 +227,7 @@ func (a *lockActor) releasedLost(ctx actor.Context, s *releaseStep, h *hold) {
 		a.lost(ctx, h, LossGone, reason)
 	}
 	a.endGrant(s.grant, lossOf(LossGone, reason))
-	s.answer(ReleaseResult{Err: errors.Join(lostError(reason), ErrNotOwner)})
+	s.answer(ReleaseResult{Err: sentinel.With(lostError(reason), ErrNotOwner)})
 }
 
 // afterPublicRelease lets the head try for a lock this runtime just released

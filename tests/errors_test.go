@@ -119,6 +119,15 @@ func TestErrorShape(t *testing.T) {
 			}
 			return h.Unlock(ctx)
 		}},
+		{"unlock: taken by another owner", "err:taken", []error{actorlock.ErrLost, actorlock.ErrNotOwner}, func(t *testing.T) error {
+			h, err := rt.Lock("err:taken").Acquire(ctx)
+			require.NoError(t, err)
+			// Deleted behind the runtime's back (no unlock message), then
+			// taken: the unlock finds another owner.
+			require.NoError(t, rdb.Del(ctx, "err:taken").Err())
+			holdOther(t, "err:taken")
+			return h.Unlock(ctx)
+		}},
 		{"unlock: nil ctx", "err:unlocknil", []error{actorlock.ErrInvalidArgument}, func(t *testing.T) error {
 			h, err := rt.Lock("err:unlocknil").Acquire(ctx)
 			require.NoError(t, err)
@@ -184,6 +193,13 @@ func TestErrorShape(t *testing.T) {
 			g, err := actorlock.MultiLock(rt.Lock("acct:3"), rt.Lock("acct:4")).Acquire(ctx)
 			require.NoError(t, err)
 			require.NoError(t, g.Unlock(ctx))
+			return g.Unlock(ctx)
+		}},
+		{"MultiLock: unlock of a member taken", "acct:6", []error{actorlock.ErrLost, actorlock.ErrNotOwner}, func(t *testing.T) error {
+			g, err := actorlock.MultiLock(rt.Lock("acct:5"), rt.Lock("acct:6")).Acquire(ctx)
+			require.NoError(t, err)
+			require.NoError(t, rdb.Del(ctx, "acct:6").Err())
+			holdOther(t, "acct:6")
 			return g.Unlock(ctx)
 		}},
 		{"semaphore: negative permits", "err:sem", []error{actorlock.ErrInvalidArgument}, func(t *testing.T) error {
