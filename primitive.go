@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
-	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // primitive is what the queue, semaphore and latch handles share: a name
@@ -34,11 +33,8 @@ func (o *primitive) redis() *actors.Handle { return o.rt.actors }
 // send sends a Go command to the primitive's actor.
 func (o *primitive) send(msg any) { o.rt.actors.SendPrimitive(msg) }
 
-// fail is err, a failure of op on the object, in the shape of every error
-// actorlock returns (see sentinel.OpError).
-func (o *primitive) fail(op string, err error) error { return sentinel.Op(op, o.name, err) }
-
-// wrap puts *err in that shape, for a deferred call.
+// wrap puts *err, a failure of op on the object, in the one shape of the
+// errors actorlock returns (see failed), for a deferred call.
 func (o *primitive) wrap(op string, err *error) { failed(op, o.name, err) }
 
 func nonNegative(what string, d time.Duration) error {
