@@ -23,15 +23,15 @@ type OpError struct {
 }
 
 // Op wraps err, a failure of op on name ("" for none), in an OpError; nil
-// stays nil. A cause that already is an OpError of the same name is
-// returned as it is: the call that made it said what failed, and wrapping
-// it again would repeat the prefix and the name.
+// stays nil. An err that already is an OpError of the same name is returned
+// as it is: the call that made it said what failed (the actors wrap their
+// replies, the root its calls), and wrapping it again would repeat the
+// prefix and the name.
 func Op(op, name string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var oe *OpError
-	if errors.As(err, &oe) && oe.Name == name && (name != "" || oe.Op == op) {
+	if oe, ok := err.(*OpError); ok && oe.Name == name && (name != "" || oe.Op == op) {
 		return err
 	}
 	return &OpError{Op: op, Name: name, Err: err}
