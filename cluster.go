@@ -40,7 +40,7 @@ func setupCluster(rdb redis.UniversalClient, cfg *config) (clusterSetup, error) 
 		defer cancel()
 		info, err := cc.Do(ctx, "command", "info", "spublish").Slice()
 		if err != nil {
-			return clusterSetup{}, fmt.Errorf("actorlock: asking the cluster whether it has sharded pub/sub (or say so with WithShardedPubSub): %w", err)
+			return clusterSetup{}, fmt.Errorf("asking the cluster whether it has sharded pub/sub (or say so with WithShardedPubSub): %w", err)
 		}
 		s.sharded = len(info) == 1 && info[0] != nil
 	}

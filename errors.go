@@ -41,6 +41,35 @@ var (
 	ErrReplicaSync error = sentinelError("actorlock: too few replicas confirmed the lock")
 )
 
+// failed puts *err, a failure of op on name ("" for a call on no name), in
+// the one shape of the errors actorlock returns, for a deferred call:
+// `actorlock: acquire "orders:1": lock not acquired` (see sentinel.OpError).
+func failed(op, name string, err *error) { *err = sentinel.Op(op, name, *err) }
+
+// joinCauses joins the causes of one failure: errors.Join, on one line.
+func joinCauses(errs ...error) error {
+	var j []error
+	for _, err := range errs {
+		if err != nil {
+			j = append(j, err)
+		}
+	}
+	switch len(j) {
+	case 0:
+		return nil
+	case 1:
+		return j[0]
+	}
+	return &joined{errs: j}
+}
+
+// joined is errors.Join's error told with "; " between its parts, each
+// without actorlock's prefix, so that it reads as one cause.
+type joined struct{ errs []error }
+
+func (j *joined) Error() string   { return sentinel.List(j.errs...).Error() }
+func (j *joined) Unwrap() []error { return j.errs }
+
 // ctxError is ctx's error, carrying its cause too when one was given, so that
 // both errors.Is(err, context.Canceled) and errors.Is(err, cause) hold.
 func ctxError(ctx context.Context) error {

@@ -135,7 +135,7 @@ func (d *dispatcher) close(ctx context.Context) error {
 	case <-d.done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("actorlock: close: the events callback is still running: %w", ctx.Err())
+		return fmt.Errorf("the events callback is still running: %w", ctx.Err())
 	}
 }
 

@@ -18,12 +18,13 @@ import (
 // ErrUnlocked after Unlock; ErrClosed after Close; ctx's error if it ends
 // first (the extension may still take effect). Lease keeps reporting the
 // lease first granted.
-func (h *Held) Extend(ctx context.Context, d time.Duration) error {
+func (h *Held) Extend(ctx context.Context, d time.Duration) (err error) {
+	defer failed("extend", h.Name(), &err)
 	if d < actors.MinLease {
 		return fmt.Errorf("%w: extension %v is under %v", ErrInvalidArgument, d, actors.MinLease)
 	}
 	h.mu.Lock()
-	err := h.check(ctx)
+	err = h.check(ctx)
 	h.mu.Unlock()
 	switch {
 	case err != nil:

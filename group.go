@@ -15,6 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/internal/mutant"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // GroupHeld is a MultiLock or RedLock acquisition: several member locks
@@ -27,6 +29,8 @@ type GroupHeld struct {
 	end     context.CancelCauseFunc
 	stops   []func() bool // member watches, stopped at Unlock
 	lost    atomic.Int32
+
+	what string // "MultiLock" or "RedLock", for its errors
 
 	mu       sync.Mutex
 	unlocked bool
@@ -42,10 +46,10 @@ func newGroupHeld(acquireCtx context.Context, members []*Held, quorum int, valid
 		base = context.WithValue(base, m.lock.holdKey(), m.owner)
 	}
 	ctx, end := context.WithCancelCause(base)
-	g := &GroupHeld{members: members, ctx: ctx, end: end}
+	g := &GroupHeld{members: members, ctx: ctx, end: end, what: what}
 	if !validUntil.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, validUntil, fmt.Errorf("%w: %s: its validity time ran out", ErrLost, what))
+		ctx, cancel = context.WithDeadlineCause(ctx, validUntil, fmt.Errorf("%w: its validity time ran out", ErrLost))
 		g.ctx = ctx
 		g.stops = append(g.stops, func() bool { cancel(); return true })
 	}
@@ -54,7 +58,7 @@ func newGroupHeld(acquireCtx context.Context, members []*Held, quorum int, valid
 		// context.AfterFunc starts no goroutine until the member ends.
 		g.stops = append(g.stops, context.AfterFunc(m.Context(), func() {
 			if g.lost.Add(1) > spare {
-				g.end(fmt.Errorf("%w: %s: member %q: %w", ErrLost, what, m.Name(), context.Cause(m.Context())))
+				g.end(sentinel.With(ErrLost, sentinel.Member(m.Name(), context.Cause(m.Context()))))
 			}
 		}))
 	}
@@ -92,7 +96,8 @@ func (g *GroupHeld) Context() context.Context { return g.ctx }
 // it waits for the members not released yet (the runtime keeps trying
 // each failed release until Redis answers) and reports how they ended. Once
 // every member is released, a further call returns ErrUnlocked.
-func (g *GroupHeld) Unlock(ctx context.Context) error {
+func (g *GroupHeld) Unlock(ctx context.Context) (err error) {
+	defer failed("unlock "+g.what, "", &err)
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -125,12 +130,12 @@ func unlockAll(ctx context.Context, helds []*Held) error {
 			defer wg.Done()
 			// ErrUnlocked: released already, by an earlier call of ours.
 			if err := h.Unlock(ctx); err != nil && !errors.Is(err, ErrUnlocked) {
-				errs[i] = fmt.Errorf("%q: %w", h.Name(), err)
+				errs[i] = sentinel.Member(h.Name(), err)
 			}
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return joinCauses(errs...)
 }
 
 // serverID names the Redis deployment a runtime uses, for ordering the
@@ -186,12 +191,12 @@ type groupMember struct {
 // sharing locks never wait for each other in a cycle.
 func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	if len(locks) == 0 {
-		return nil, fmt.Errorf("%w: %s of no locks", ErrInvalidArgument, what)
+		return nil, fmt.Errorf("%w: no locks", ErrInvalidArgument)
 	}
 	members := make([]groupMember, len(locks))
 	for i, l := range locks {
 		if l == nil {
-			return nil, fmt.Errorf("%w: %s member %d is nil", ErrInvalidArgument, what, i)
+			return nil, fmt.Errorf("%w: member %d is nil", ErrInvalidArgument, i)
 		}
 		if l.err != nil {
 			return nil, l.err
@@ -204,7 +209,7 @@ func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	for i := 1; i < len(members); i++ {
 		a, b := members[i-1], members[i]
 		if a.lock.rt == b.lock.rt && a.lock.key == b.lock.key {
-			return nil, fmt.Errorf("%w: %s has lock %q twice", ErrInvalidArgument, what, a.lock.key.Name)
+			return nil, fmt.Errorf("%w: lock %q given twice", ErrInvalidArgument, a.lock.key.Name)
 		}
 	}
 	return members, nil

@@ -76,6 +76,7 @@ func (h *Held) Context() context.Context { return h.ctx }
 // the owner's next acquisitions wait for it. Calling Unlock again waits for
 // that release and returns its outcome; it cannot release twice.
 func (h *Held) Unlock(ctx context.Context) (err error) {
+	defer failed("unlock", h.Name(), &err)
 	if ctx == nil {
 		return h.check(ctx)
 	}

@@ -80,13 +80,14 @@ type PermitHolder struct {
 // lockers show the whole lock), in one MULTI; then each read hold's TTL. It returns ErrWrongKind if the name holds another kind of object
 // (a read-write lock read through a plain Lock handle, say). What it
 // shows may have changed by the time it returns.
-func (l *Lock) Holders(ctx context.Context) (LockInfo, error) {
+func (l *Lock) Holders(ctx context.Context) (_ LockInfo, err error) {
+	defer failed("holders", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return LockInfo{}, err
 	}
 	o, err := l.read(ctx, l.inspectKind())
 	if err != nil {
-		return LockInfo{}, fmt.Errorf("actorlock: holders %q: %w", l.key.Name, err)
+		return LockInfo{}, err
 	}
 	info := LockInfo{Name: o.Name, Mode: o.Mode, TTL: o.TTL}
 	for _, h := range o.Holds {
@@ -98,16 +99,17 @@ func (l *Lock) Holders(ctx context.Context) (LockInfo, error) {
 // Waiters lists a fair lock's queue, head first (at most 100 owners):
 // who gets the lock next, and until when each keeps its place. It is
 // ErrInvalidArgument on other locks, which queue nothing in Redis.
-func (l *Lock) Waiters(ctx context.Context) ([]Waiter, error) {
+func (l *Lock) Waiters(ctx context.Context) (_ []Waiter, err error) {
+	defer failed("waiters", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return nil, err
 	}
 	if l.key.Kind != messages.Kind_KIND_FAIR {
-		return nil, fmt.Errorf("%w: %q is not a fair lock; only the fair lock queues its waiters in Redis", ErrInvalidArgument, l.key.Name)
+		return nil, fmt.Errorf("%w: not a fair lock; only the fair lock queues its waiters in Redis", ErrInvalidArgument)
 	}
 	o, err := l.read(ctx, inspect.FairLock)
 	if err != nil {
-		return nil, fmt.Errorf("actorlock: waiters %q: %w", l.key.Name, err)
+		return nil, err
 	}
 	out := make([]Waiter, len(o.Waiters))
 	for i, w := range o.Waiters {
@@ -143,7 +145,8 @@ func (l *Lock) inspectKind() inspect.Kind {
 // Holders lists the taken permits, soonest expiry first (at most 100),
 // expired ones not yet returned included. What it shows may have changed
 // by the time it returns.
-func (s *PermitExpirableSemaphore) Holders(ctx context.Context) ([]PermitHolder, error) {
+func (s *PermitExpirableSemaphore) Holders(ctx context.Context) (_ []PermitHolder, err error) {
+	defer s.wrap("holders", &err)
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
@@ -151,7 +154,7 @@ func (s *PermitExpirableSemaphore) Holders(ctx context.Context) ([]PermitHolder,
 	defer cancel()
 	o, err := wrongKind(inspect.Read(ctx, s.rt.rdb, s.name, inspect.ExpirableSemaphore, 0))
 	if err != nil {
-		return nil, s.fail("semaphore holders", err)
+		return nil, err
 	}
 	out := make([]PermitHolder, len(o.Permits))
 	for i, p := range o.Permits {

@@ -24,7 +24,8 @@ func (rt *Runtime) CountDownLatch(name string) *CountDownLatch {
 
 // TrySetCount sets the count if the latch has none (it is zero), and
 // reports whether it did.
-func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, error) {
+func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (_ bool, err error) {
+	defer l.wrap("try set count", &err)
 	if err := l.check(ctx); err != nil {
 		return false, err
 	}
@@ -37,7 +38,8 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, er
 // CountDown decrements the count; at zero the latch is deleted and awaiters
 // everywhere return. It takes effect exactly once, even when re-attempted
 // after a broken connection. Counting down a latch at zero does nothing.
-func (l *CountDownLatch) CountDown(ctx context.Context) error {
+func (l *CountDownLatch) CountDown(ctx context.Context) (err error) {
+	defer l.wrap("count down", &err)
 	if err := l.check(ctx); err != nil {
 		return err
 	}
@@ -45,7 +47,8 @@ func (l *CountDownLatch) CountDown(ctx context.Context) error {
 }
 
 // Count is the current count (0 when the latch is not set).
-func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
+func (l *CountDownLatch) Count(ctx context.Context) (_ int64, err error) {
+	defer l.wrap("count", &err)
 	if err := l.check(ctx); err != nil {
 		return 0, err
 	}
@@ -54,7 +57,8 @@ func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
 
 // Await returns nil once the count is zero, ctx's error when ctx ends first
 // (errors.Is(err, context.DeadlineExceeded) for a deadline), or ErrClosed.
-func (l *CountDownLatch) Await(ctx context.Context) error {
+func (l *CountDownLatch) Await(ctx context.Context) (err error) {
+	defer l.wrap("await", &err)
 	if err := l.check(ctx); err != nil {
 		return err
 	}
@@ -74,7 +78,8 @@ func (l *CountDownLatch) Await(ctx context.Context) error {
 
 // Delete deletes the latch, releasing its awaiters, and reports whether it
 // existed.
-func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
+func (l *CountDownLatch) Delete(ctx context.Context) (_ bool, err error) {
+	defer l.wrap("delete", &err)
 	if err := l.check(ctx); err != nil {
 		return false, err
 	}

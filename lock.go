@@ -84,6 +84,7 @@ func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, er
 }
 
 func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *Held, err error) {
+	defer failed("acquire", l.key.Name, &err)
 	ac, err := acquireOptions(opts)
 	if err := l.check(ctx, err); err != nil {
 		return nil, err
@@ -111,9 +112,6 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (hel
 	}
 	if err != nil {
 		end(err)
-		if errors.Is(err, ErrNotAcquired) {
-			err = fmt.Errorf("%w: %q", err, l.key.Name)
-		}
 		return nil, err
 	}
 	h := &Held{
@@ -157,12 +155,12 @@ func (l *Lock) check(ctx context.Context, optErr error) error {
 // IsLocked reports whether any owner holds the lock (a read-write lock's
 // locker: holds it in its own mode; the read side also when the writer
 // holds a read, as Redisson's readLock().isLocked()).
-func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+func (l *Lock) IsLocked(ctx context.Context) (_ bool, err error) {
+	defer failed("is locked", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
 	}
 	var locked bool
-	var err error
 	switch l.key.Kind {
 	case messages.Kind_KIND_READ:
 		locked, err = readLocked(ctx, l.rt.rdb, l.key.Name)
@@ -179,7 +177,7 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 		locked = n == 1
 	}
 	if err != nil {
-		return false, fmt.Errorf("actorlock: is locked %q: %w", l.key.Name, err)
+		return false, err
 	}
 	return locked, nil
 }
@@ -188,7 +186,8 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 // re-enter (the handle's WithOwner id, or the hold whose Held.Context() ctx
 // descends from) holds the lock in Redis; 0 when there is none or it holds
 // nothing. For a read-write lock's locker: in its own mode.
-func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+func (l *Lock) HoldCount(ctx context.Context) (_ int, err error) {
+	defer failed("hold count", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return 0, err
 	}
@@ -204,20 +203,21 @@ func (l *Lock) HoldCount(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("actorlock: hold count %q: %w", l.key.Name, err)
+		return 0, err
 	}
 	return n, nil
 }
 
 // RemainTTL is how long the current holder's lease has left: 0 when the lock
 // is free, negative when the key has no expiry (set by someone else).
-func (l *Lock) RemainTTL(ctx context.Context) (time.Duration, error) {
+func (l *Lock) RemainTTL(ctx context.Context) (_ time.Duration, err error) {
+	defer failed("remain TTL", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return 0, err
 	}
 	d, err := l.rt.rdb.PTTL(ctx, l.key.Name).Result()
 	if err != nil {
-		return 0, fmt.Errorf("actorlock: remain TTL %q: %w", l.key.Name, err)
+		return 0, err
 	}
 	switch {
 	case d == -2: // go-redis passes PTTL's "no such key" through as -2ns
@@ -232,7 +232,8 @@ func (l *Lock) RemainTTL(ctx context.Context) (time.Duration, error) {
 // returns whether the lock was held (a read-write lock's locker: held in its
 // own mode; the other mode is left alone). Holds of this runtime on it end
 // with ErrLost.
-func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+func (l *Lock) ForceUnlock(ctx context.Context) (_ bool, err error) {
+	defer failed("force unlock", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
 	}

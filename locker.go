@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Locker is a lock as a sync.Locker (as etcd's concurrency.NewLocker), for
@@ -38,10 +40,10 @@ type Locker struct {
 // returns ErrClosed.
 func (rt *Runtime) Locker(name string) (*Locker, error) {
 	if err := rt.Lock(name).err; err != nil {
-		return nil, err
+		return nil, sentinel.Op("locker", name, err)
 	}
 	if rt.closed.Load() {
-		return nil, fmt.Errorf("actorlock: locker %q: %w", name, ErrClosed)
+		return nil, sentinel.Op("locker", name, ErrClosed)
 	}
 	return &Locker{rt: rt, name: name}, nil
 }
@@ -61,7 +63,7 @@ func (k *Locker) Lock() {
 		}
 		if errors.Is(err, ErrClosed) {
 			k.mu.Lock()
-			k.err = fmt.Errorf("actorlock: Locker.Lock %q: %w", k.name, ErrClosed)
+			k.err = sentinel.Op("lock", k.name, ErrClosed)
 			k.mu.Unlock()
 			select {} // never returns unprotected (see Locker)
 		}
@@ -88,7 +90,7 @@ func (k *Locker) Unlock() {
 	k.mu.Unlock()
 	var err error
 	if held == nil {
-		err = fmt.Errorf("%w: Locker.Unlock %q without Lock", ErrUnlocked, k.name)
+		err = sentinel.Op("unlock", k.name, fmt.Errorf("%w: Unlock without Lock", ErrUnlocked))
 	}
 	if held != nil {
 		err = release(held, func(err error) {

@@ -3,9 +3,10 @@ package actorlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Multi is a MultiLock: several locks, possibly of different runtimes on
@@ -46,6 +47,7 @@ func (m *Multi) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHe
 }
 
 func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
+	defer failed("acquire MultiLock", "", &err)
 	ac, err := groupOptions(ctx, m.err, try, opts)
 	if err != nil {
 		return nil, err
@@ -94,7 +96,7 @@ func (m *Multi) round(ctx context.Context, try bool, ac acquireConfig, deadline 
 		}
 		if err != nil {
 			release := context.WithoutCancel(ctx)
-			return nil, errors.Join(fmt.Errorf("MultiLock member %q: %w", mem.lock.key.Name, err), unlockAll(release, helds))
+			return nil, joinCauses(sentinel.Member(mem.lock.key.Name, err), unlockAll(release, helds))
 		}
 		helds = append(helds, h)
 	}

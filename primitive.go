@@ -33,9 +33,9 @@ func (o *primitive) redis() *actors.Handle { return o.rt.actors }
 // send sends a Go command to the primitive's actor.
 func (o *primitive) send(msg any) { o.rt.actors.SendPrimitive(msg) }
 
-func (o *primitive) fail(op string, err error) error {
-	return fmt.Errorf("actorlock: %s %q: %w", op, o.name, err)
-}
+// wrap puts *err, a failure of op on the object, in the one shape of the
+// errors actorlock returns (see failed), for a deferred call.
+func (o *primitive) wrap(op string, err *error) { failed(op, o.name, err) }
 
 func nonNegative(what string, d time.Duration) error {
 	if d < 0 {

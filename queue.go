@@ -70,6 +70,7 @@ func (q *DelayedQueue) check(ctx context.Context) error {
 // re-attempted; an error means Redis could not be reached (the item may then
 // be stored or not).
 func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Duration) (err error) {
+	defer q.wrap("offer", &err)
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -82,7 +83,8 @@ func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Dur
 }
 
 // Len is how many items are waiting to be due.
-func (q *DelayedQueue) Len(ctx context.Context) (int64, error) {
+func (q *DelayedQueue) Len(ctx context.Context) (_ int64, err error) {
+	defer q.wrap("len", &err)
 	if err := q.check(ctx); err != nil {
 		return 0, err
 	}
@@ -90,7 +92,8 @@ func (q *DelayedQueue) Len(ctx context.Context) (int64, error) {
 }
 
 // Contains reports whether an item equal to payload is waiting to be due.
-func (q *DelayedQueue) Contains(ctx context.Context, payload []byte) (bool, error) {
+func (q *DelayedQueue) Contains(ctx context.Context, payload []byte) (_ bool, err error) {
+	defer q.wrap("contains", &err)
 	if err := q.check(ctx); err != nil {
 		return false, err
 	}
@@ -99,7 +102,8 @@ func (q *DelayedQueue) Contains(ctx context.Context, payload []byte) (bool, erro
 
 // Remove removes the oldest waiting item equal to payload, so it is never
 // delivered, and reports whether there was one.
-func (q *DelayedQueue) Remove(ctx context.Context, payload []byte) (bool, error) {
+func (q *DelayedQueue) Remove(ctx context.Context, payload []byte) (_ bool, err error) {
+	defer q.wrap("remove", &err)
 	if err := q.check(ctx); err != nil {
 		return false, err
 	}
@@ -110,6 +114,7 @@ func (q *DelayedQueue) Remove(ctx context.Context, payload []byte) (bool, error)
 // is never delivered. ok is false when none waits. It is never re-attempted:
 // on an error the item may have been taken and lost with the reply.
 func (q *DelayedQueue) Poll(ctx context.Context) (payload []byte, ok bool, err error) {
+	defer q.wrap("poll", &err)
 	if err := q.check(ctx); err != nil {
 		return nil, false, err
 	}
@@ -118,7 +123,8 @@ func (q *DelayedQueue) Poll(ctx context.Context) (payload []byte, ok bool, err e
 
 // Clear removes every waiting item. Items already moved into the list stay
 // there.
-func (q *DelayedQueue) Clear(ctx context.Context) error {
+func (q *DelayedQueue) Clear(ctx context.Context) (err error) {
+	defer q.wrap("clear", &err)
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -140,6 +146,7 @@ func (rt *Runtime) BlockingQueue(name string) *BlockingQueue {
 // Offer appends payload. It takes effect exactly once, even when the call is
 // re-attempted after a broken connection.
 func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) (err error) {
+	defer q.wrap("offer", &err)
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -152,6 +159,7 @@ func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) (err error) {
 // It is never re-attempted (a lost reply loses that item; a re-attempt
 // would take a second one).
 func (q *BlockingQueue) Poll(ctx context.Context) (payload []byte, ok bool, err error) {
+	defer q.wrap("poll", &err)
 	if err := q.check(ctx); err != nil {
 		return nil, false, err
 	}
@@ -164,6 +172,7 @@ func (q *BlockingQueue) Poll(ctx context.Context) (payload []byte, ok bool, err 
 // waiting Takes of a runtime share one blocking pop per queue, on a pooled
 // connection held while it waits.
 func (q *BlockingQueue) Take(ctx context.Context) (_ []byte, err error) {
+	defer q.wrap("take", &err)
 	if err := q.check(ctx); err != nil {
 		return nil, err
 	}
@@ -184,7 +193,8 @@ func (q *BlockingQueue) Take(ctx context.Context) (_ []byte, err error) {
 }
 
 // Len is the number of items in the queue.
-func (q *BlockingQueue) Len(ctx context.Context) (int64, error) {
+func (q *BlockingQueue) Len(ctx context.Context) (_ int64, err error) {
+	defer q.wrap("len", &err)
 	if err := q.check(ctx); err != nil {
 		return 0, err
 	}

@@ -2,13 +2,14 @@ package actorlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Red is a RedLock over locks on independent Redis masters (one runtime
@@ -29,7 +30,7 @@ func RedLock(locks ...*Lock) *Red {
 	if err == nil {
 		for i := 1; i < len(m); i++ {
 			if m[i].server == m[i-1].server {
-				err = fmt.Errorf("%w: RedLock has two members on one server (%s)", ErrInvalidArgument, m[i].lock.rt.serverID())
+				err = fmt.Errorf("%w: two members on one server (%s)", ErrInvalidArgument, m[i].lock.rt.serverID())
 				break
 			}
 		}
@@ -57,6 +58,7 @@ func (r *Red) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld
 }
 
 func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
+	defer failed("acquire RedLock", "", &err)
 	ac, err := groupOptions(ctx, r.err, try, opts)
 	if err != nil {
 		return nil, err
@@ -130,6 +132,7 @@ func (r *Red) round(ctx context.Context, ac acquireConfig, lease time.Duration, 
 			actx, cancel := context.WithTimeout(ctx, redLockAttempt(lease))
 			defer cancel()
 			helds[i], errs[i] = m.lock.TryAcquire(actx, opts...)
+			errs[i] = sentinel.Member(m.lock.key.Name, errs[i])
 		}()
 	}
 	wg.Wait()
@@ -152,7 +155,7 @@ func (r *Red) round(ctx context.Context, ac acquireConfig, lease time.Duration, 
 	// errors are told, not wrapped: a member's attempt timeout must not
 	// read as the caller's context ending.
 	release := unlockAll(context.WithoutCancel(ctx), got)
-	err := fmt.Errorf("%w: RedLock: %d of %d masters granted it (%d needed) with %v of validity left (%v)",
-		ErrNotAcquired, len(got), len(r.members), quorum, validity.Round(time.Millisecond), errors.Join(errs...))
-	return nil, errors.Join(err, release)
+	err := fmt.Errorf("%w: %d of %d masters granted it (%d needed) with %v of validity left (%v)",
+		ErrNotAcquired, len(got), len(r.members), quorum, validity.Round(time.Millisecond), sentinel.List(errs...))
+	return nil, joinCauses(err, release)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -51,7 +50,8 @@ type Runtime struct {
 
 // New starts a runtime on rdb, which it uses but never closes. rdb may be any
 // go-redis client: single node, failover (Sentinel) or cluster.
-func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
+func New(rdb redis.UniversalClient, opts ...Option) (_ *Runtime, err error) {
+	defer failed("new", "", &err)
 	cfg, err := newConfig(rdb, opts)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Runtime, error) {
 	if err := tel.observeSubscriptions(cfg.meterProvider, rt); err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return nil, errors.Join(err, rt.Close(ctx))
+		return nil, joinCauses(err, rt.Close(ctx))
 	}
 	if name != "" {
 		if err := rt.spawnGateway(name); err != nil {
@@ -165,7 +165,7 @@ func (rt *Runtime) spawnGateway(name string) error {
 	if err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return errors.Join(err, rt.Close(ctx))
+		return joinCauses(err, rt.Close(ctx))
 	}
 	rt.gateway = gw
 	return nil
@@ -195,7 +195,8 @@ func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
 // remote that remoting.WithRemote started. It does not close the Redis client, nor
 // an actor system given with WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
-func (rt *Runtime) Close(ctx context.Context) error {
+func (rt *Runtime) Close(ctx context.Context) (err error) {
+	defer failed("close", "", &err)
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -211,7 +212,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		var gwErr, remoteErr error
 		if rt.gateway != nil {
 			if err := rt.sys.Root.StopFuture(rt.gateway).Wait(); err != nil {
-				gwErr = fmt.Errorf("actorlock: close: stopping the named PID: %w", err)
+				gwErr = fmt.Errorf("stopping the named PID: %w", err)
 			}
 		}
 		close(rt.done)
@@ -223,7 +224,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		if rt.ownSystem {
 			rt.sys.Shutdown()
 		}
-		rt.closeErr = errors.Join(drainErr, stopErr, gwErr, remoteErr, rt.tel.close(ctx))
+		rt.closeErr = joinCauses(drainErr, stopErr, gwErr, remoteErr, rt.tel.close(ctx))
 	})
 	return rt.closeErr
 }
@@ -314,7 +315,7 @@ func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Loc
 		}
 		o(&lc)
 	}
-	l.err = errors.Join(actors.ValidateName(name), lc.err)
+	l.err = joinCauses(actors.ValidateName(name), lc.err)
 	l.owner = lc.owner
 	return l
 }

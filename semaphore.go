@@ -25,13 +25,15 @@ func (rt *Runtime) Semaphore(name string) *Semaphore {
 
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
-func (s *Semaphore) TrySetPermits(ctx context.Context, permits int64) (bool, error) {
+func (s *Semaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
+	defer s.wrap("try set permits", &err)
 	return trySetPermits(ctx, &s.primitive, permits)
 }
 
 // AddPermits adds permits (negative: removes them, possibly below zero) and
 // wakes waiters.
-func (s *Semaphore) AddPermits(ctx context.Context, permits int64) error {
+func (s *Semaphore) AddPermits(ctx context.Context, permits int64) (err error) {
+	defer s.wrap("add permits", &err)
 	return addPermits(ctx, &s.primitive, permits)
 }
 
@@ -40,20 +42,22 @@ func (s *Semaphore) AddPermits(ctx context.Context, permits int64) error {
 // back), ErrClosed when the runtime closes, or a wrapped Redis error.
 // Waiters of one runtime are served first come, first served. Acquire(0)
 // takes nothing and returns at once, as Redisson's acquire(0).
-func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
+func (s *Semaphore) Acquire(ctx context.Context, n int64) (err error) {
+	defer s.wrap("acquire", &err)
 	if err := notNegative(n); err != nil {
 		return err
 	}
 	if n == 0 {
 		return s.check(ctx)
 	}
-	_, err := acquirePermit(ctx, &s.primitive, false, n, 0, false)
+	_, err = acquirePermit(ctx, &s.primitive, false, n, 0, false)
 	return err
 }
 
 // TryAcquire takes n permits if available now, and reports whether it did.
 // TryAcquire(0) takes nothing and reports true, as Redisson's tryAcquire(0).
-func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
+func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (_ bool, err error) {
+	defer s.wrap("acquire", &err)
 	if err := notNegative(n); err != nil {
 		return false, err
 	}
@@ -68,7 +72,8 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // Release gives back n permits and wakes waiters. It takes effect exactly
 // once, even when re-attempted after a broken connection. Release(0) does
 // nothing (nor wakes anyone), as Redisson's release(0).
-func (s *Semaphore) Release(ctx context.Context, n int64) error {
+func (s *Semaphore) Release(ctx context.Context, n int64) (err error) {
+	defer s.wrap("release", &err)
 	if err := notNegative(n); err != nil {
 		return err
 	}
@@ -80,7 +85,8 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 
 // Available is the number of permits available now (negative after
 // AddPermits took more than there were).
-func (s *Semaphore) Available(ctx context.Context) (int64, error) {
+func (s *Semaphore) Available(ctx context.Context) (_ int64, err error) {
+	defer s.wrap("available", &err)
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
@@ -88,7 +94,8 @@ func (s *Semaphore) Available(ctx context.Context) (int64, error) {
 }
 
 // Drain takes every available permit and returns how many it took.
-func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
+func (s *Semaphore) Drain(ctx context.Context) (_ int64, err error) {
+	defer s.wrap("drain", &err)
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
@@ -122,12 +129,14 @@ func (rt *Runtime) PermitExpirableSemaphore(name string) *PermitExpirableSemapho
 
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
-func (s *PermitExpirableSemaphore) TrySetPermits(ctx context.Context, permits int64) (bool, error) {
+func (s *PermitExpirableSemaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
+	defer s.wrap("try set permits", &err)
 	return trySetPermits(ctx, &s.primitive, permits)
 }
 
 // AddPermits adds permits (negative: removes them) and wakes waiters.
-func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64) error {
+func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64) (err error) {
+	defer s.wrap("add permits", &err)
 	return addPermits(ctx, &s.primitive, permits)
 }
 
@@ -135,7 +144,8 @@ func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64
 // permit returns to the pool by itself after lease (0: never). It returns
 // ctx's error when ctx ends first (a permit obtained meanwhile is
 // released), ErrClosed, or a wrapped Redis error.
-func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Duration) (string, error) {
+func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Duration) (_ string, err error) {
+	defer s.wrap("acquire", &err)
 	ids, err := s.AcquirePermits(ctx, 1, lease)
 	if err != nil {
 		return "", err
@@ -147,7 +157,8 @@ func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Durat
 // (never some of them), each with its own id and the same lease (0: no
 // expiry), as Redisson's acquire(permits, leaseTime). n must be 1 to
 // MaxPermitsPerCall. Errors as Acquire.
-func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, lease time.Duration) ([]string, error) {
+func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, lease time.Duration) (_ []string, err error) {
+	defer s.wrap("acquire permits", &err)
 	if err := permitArgs(n, lease); err != nil {
 		return nil, err
 	}
@@ -161,6 +172,7 @@ func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, 
 // TryAcquire takes a permit if one is available now; ok reports whether it
 // did.
 func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Duration) (id string, ok bool, err error) {
+	defer s.wrap("acquire", &err)
 	ids, ok, err := s.TryAcquirePermits(ctx, 1, lease)
 	if !ok {
 		return "", false, err
@@ -171,6 +183,7 @@ func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Du
 // TryAcquirePermits takes n permits if that many are available now; ok
 // reports whether it did.
 func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int64, lease time.Duration) (ids []string, ok bool, err error) {
+	defer s.wrap("acquire permits", &err)
 	if err := permitArgs(n, lease); err != nil {
 		return nil, false, err
 	}
@@ -187,7 +200,8 @@ func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int6
 // the end) or was not held (released already, or never taken), and
 // ErrInvalidArgument, releasing nothing, for no id, more than
 // MaxPermitsPerCall, an id given twice or one that is not 32 hex digits.
-func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) error {
+func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) (err error) {
+	defer s.wrap("release", &err)
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -200,7 +214,8 @@ func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) e
 // ErrPermitExpired when the permit is not held (its lease ran out: it is
 // back in the pool and cannot be revived; or it was released, or never
 // taken) and ErrInvalidArgument for a malformed id or a negative lease.
-func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) error {
+func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) (err error) {
+	defer s.wrap("update lease time", &err)
 	if err := s.check(ctx); err != nil {
 		return err
 	}
@@ -209,14 +224,15 @@ func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id strin
 	}
 	held, err := s.redis().UpdatePermitLease(ctx, s.name, id, lease)
 	if err == nil && !held {
-		err = fmt.Errorf("%w: permit %q of %q is not held", ErrPermitExpired, id, s.name)
+		err = fmt.Errorf("%w: permit %q is not held", ErrPermitExpired, id)
 	}
 	return err
 }
 
 // Available is the number of permits available now, expired permits
 // included (they are returned to the pool first).
-func (s *PermitExpirableSemaphore) Available(ctx context.Context) (int64, error) {
+func (s *PermitExpirableSemaphore) Available(ctx context.Context) (_ int64, err error) {
+	defer s.wrap("available", &err)
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}

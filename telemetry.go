@@ -150,7 +150,7 @@ func newTelemetry(cfg *config) (*telemetry, error) {
 	t.waiters = upDown("actorlock.waiters", "{waiter}", "Acquisitions of this runtime waiting now.")
 	t.calls = counter("actorlock.redis.calls", "{call}", "Lua script calls sent to Redis, by script.")
 	t.lateness = hist("actorlock.queue.lateness", "How long after its due time a delayed-queue item was moved into its list.")
-	if err := errors.Join(errs...); err != nil {
+	if err := joinCauses(errs...); err != nil {
 		return nil, err
 	}
 	for k := range nKinds {
@@ -206,7 +206,7 @@ func (t *telemetry) close(ctx context.Context) error {
 	if t.subsReg != nil {
 		err = t.subsReg.Unregister()
 	}
-	return errors.Join(err, t.events.close(ctx))
+	return joinCauses(err, t.events.close(ctx))
 }
 
 // observer is what the actors report through.

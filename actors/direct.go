@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // The direct Redis calls of the queues and semaphores that both an actor
@@ -22,7 +24,7 @@ func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, reques
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("actorlock: offer to %q: %w", name, err)
+		return sentinel.Op("offer", name, err)
 	}
 	return nil
 }
@@ -45,7 +47,7 @@ func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs) e
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("actorlock: offer to delayed queue %q: %w", args.Name, err)
+		return sentinel.Op("offer", args.Name, err)
 	}
 	return nil
 }
@@ -57,7 +59,7 @@ func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, m
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("actorlock: release %d permits of %q: %w", n, name, err)
+		return sentinel.Op("release", name, fmt.Errorf("%d permits: %w", n, err))
 	}
 	return nil
 }
@@ -77,10 +79,10 @@ func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []strin
 	})
 	switch {
 	case err != nil:
-		return fmt.Errorf("actorlock: release permits %q of %q: %w", ids, name, err)
+		return sentinel.Op("release", name, fmt.Errorf("permits %q: %w", ids, err))
 	case res.Expired+res.Unknown > 0:
-		return fmt.Errorf("%w: permits %q of %q: %d had expired, %d were not held, %d released in time",
-			ErrPermitExpired, ids, name, res.Expired, res.Unknown, res.Released)
+		return sentinel.Op("release", name, fmt.Errorf("%w: permits %q: %d had expired, %d were not held, %d released in time",
+			ErrPermitExpired, ids, res.Expired, res.Unknown, res.Released))
 	}
 	return nil
 }

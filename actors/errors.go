@@ -71,5 +71,5 @@ func protoError(err error) *messages.Error {
 	if err == nil {
 		return nil
 	}
-	return &messages.Error{Code: codeOf(err), Message: err.Error()}
+	return &messages.Error{Code: codeOf(err), Message: sentinel.Clean(err)}
 }

@@ -20,7 +20,7 @@ var (
 // permit is a lease that ran out, as a lost lock.
 func primitiveError(err error) *messages.Error {
 	if errors.Is(err, ErrPermitExpired) {
-		return &messages.Error{Code: messages.ErrorCode_ERROR_CODE_LOST, Message: err.Error()}
+		return &messages.Error{Code: messages.ErrorCode_ERROR_CODE_LOST, Message: sentinel.Clean(err)}
 	}
 	return protoError(err)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Extend asks a lock actor to make a Go caller's LeaseTime hold last at
@@ -60,7 +62,7 @@ func (a *lockActor) extend(m *Extend) {
 	case h.watchdogs > 0:
 		// The watchdog renews the owner's key to its own lease; a second
 		// schedule would make neither the lease callers asked for.
-		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; the watchdog renews %q for this owner", ErrInvalidArgument, a.key.Name)
+		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; this hold is renewed by the watchdog", ErrInvalidArgument)
 		return
 	}
 	name, rdb, count := a.key.Name, a.env.Redis, h.count
@@ -80,7 +82,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	h, g := a.goGrant(d.m.Owner, d.m.ID)
 	switch {
 	case d.err != nil:
-		d.m.Reply <- fmt.Errorf("actorlock: extend %q: %w", a.key.Name, d.err)
+		d.m.Reply <- sentinel.Op("extend", a.key.Name, d.err)
 	case g == nil:
 		if d.held && a.holds.get(d.m.Owner) == nil {
 			// The hold's local deadline passed while the script ran, a

@@ -7,6 +7,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Giving back holds nobody may use.
@@ -41,9 +43,9 @@ import (
 func (a *lockActor) lateGrant(ctx actor.Context, r *request, g scripts.Grant, lease time.Duration) {
 	a.giveBack(r.owner, r.write(), 1, g.HoldCount, lease)
 	if r.tryOnce || (!r.deadline.IsZero() && !time.Now().Before(r.deadline)) {
-		a.answer(ctx, r, AcquireResult{Err: fmt.Errorf(
-			"%w: %q: the grant came back after its lease had run out (Redis was slow to answer), so it was given back",
-			ErrNotAcquired, a.key.Name), HolderTTL: -1})
+		a.answer(ctx, r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, fmt.Errorf(
+			"%w: the grant came back after its lease had run out (Redis was slow to answer), so it was given back",
+			ErrNotAcquired)), HolderTTL: -1})
 		return
 	}
 	if !a.queue.queued(r) || (a.fam.queues() && !r.enqueued) {

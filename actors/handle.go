@@ -2,10 +2,11 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // The direct Redis calls of package actorlock's queues, semaphores and
@@ -52,9 +53,7 @@ func once[T any](ctx context.Context, what, name string, call func(context.Conte
 	return res, nil
 }
 
-func fail(what, name string, err error) error {
-	return fmt.Errorf("actorlock: %s %q: %w", what, name, err)
-}
+func fail(what, name string, err error) error { return sentinel.Op(what, name, err) }
 
 // bounded bounds a call by the call timeout.
 func (h *Handle) bounded(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -2,13 +2,14 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // latchRecheck bounds what a lost "0" message costs an awaiter: the count
@@ -130,7 +131,7 @@ func (a *latchActor) read() {
 			n, err = 0, nil
 		}
 		if err != nil {
-			err = fmt.Errorf("actorlock: read latch %q: %w", name, err)
+			err = sentinel.Op("read latch", name, err)
 		}
 		return &latchRead{count: n, err: err}
 	})

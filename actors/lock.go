@@ -11,6 +11,8 @@ import (
 	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // lockActor owns one lock name of one family in this runtime: the reentrant
@@ -350,7 +352,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 	if h != nil && h.byMessage() != (r.actor() != nil) {
 		// A Go handle naming an owner id (WithOwner) never enters a hold
 		// acquired by message, whose owner is a token, nor the reverse.
-		a.deliver(r, AcquireResult{Err: fmt.Errorf("%w: that owner's holds of lock %q belong to another kind of caller", ErrNotOwner, a.key.Name)})
+		a.deliver(r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, fmt.Errorf("%w: that owner's holds belong to another kind of caller", ErrNotOwner))})
 		return
 	}
 	upgrade := a.fam.upgrade(h, r)
@@ -464,7 +466,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	r := s.req
 	if d.err != nil {
 		if !r.answered {
-			a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("actorlock: acquire %q: %w", a.key.Name, d.err)})
+			a.answer(ctx, r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
 		}
 		// The attempt may have taken effect: undo exactly that.
 		if mayHaveRun(d.err) {

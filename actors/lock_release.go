@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +9,8 @@ import (
 	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Releases, cancels and forced unlocks of the lock actor, and their
@@ -205,7 +206,7 @@ func (a *lockActor) releasedLost(ctx actor.Context, s *releaseStep, h *hold) {
 		a.lost(ctx, h, LossGone, reason)
 	}
 	a.endGrant(s.grant, lossOf(LossGone, reason))
-	s.answer(ReleaseResult{Err: errors.Join(lostError(reason), ErrNotOwner)})
+	s.answer(ReleaseResult{Err: sentinel.With(lostError(reason), ErrNotOwner)})
 }
 
 // afterPublicRelease lets the head try for a lock this runtime just released
@@ -240,7 +241,7 @@ const yieldWindow = 2 * time.Millisecond
 // meanwhile joins it. Until it is settled, nothing grants to the owner (a
 // re-entry would move the fencing counter the retry judges by).
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
-	s.answer(ReleaseResult{Err: fmt.Errorf("actorlock: unlock %q: %w", a.key.Name, err)})
+	s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
 	s.replies = nil
 	if s.grant == nil || h == nil || s.grant.ended != nil {
 		return
@@ -274,7 +275,7 @@ func (a *lockActor) forced(ctx actor.Context, s *forceStep, err error) {
 		a.headReady = true
 	}
 	if err != nil {
-		err = fmt.Errorf("actorlock: force unlock %q: %w", a.key.Name, err)
+		err = sentinel.Op("force unlock", a.key.Name, err)
 	}
 	s.reply <- ForceUnlockResult{WasLocked: s.deleted, Err: err}
 }

@@ -2,11 +2,12 @@ package actors
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // readWrite is the read-write lock (Redisson's RReadWriteLock). One actor
@@ -102,7 +103,7 @@ func (readWrite) forceEnds(h *hold, write bool) bool { return (h.writes > 0) == 
 func (readWrite) allHolds(h *hold) (reads, writes int64) { return h.count, h.writes }
 
 func upgradeError() error {
-	return fmt.Errorf("%w: %w", ErrNotAcquired, ErrUpgrade)
+	return sentinel.With(ErrNotAcquired, ErrUpgrade)
 }
 
 // passMark is when a reader last tried before a writer ahead of it: the

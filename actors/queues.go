@@ -11,6 +11,8 @@ import (
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // takeRound bounds one BLPOP: a Take that gave up, or Close, waits at most
@@ -182,7 +184,7 @@ func (a *queueActor) popped(ctx actor.Context, pc *popCall) {
 	pc.value, pc.ok = nil, false // consumed: Stopping must not give it back
 	pc.mu.Unlock()
 	if err != nil {
-		err = fmt.Errorf("actorlock: take from %q: %w", a.key.Name, err)
+		err = sentinel.Op("take", a.key.Name, err)
 	}
 	// The single attempt's own requester first, then the FIFO's head.
 	takers := []*takeReq{}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // semRecheck bounds what a lost release message costs a semaphore waiter:
@@ -307,7 +309,7 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 			undoAcquire(a.env, a.key.Name, a.expirable, r)
 		}
 		if !r.answered {
-			a.answer(ctx, r, SemResult{Err: fmt.Errorf("actorlock: acquire semaphore %q: %w", a.key.Name, d.err)})
+			a.answer(ctx, r, SemResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
 		}
 	case d.acquired && r.answered:
 		undoAcquire(a.env, a.key.Name, a.expirable, r)

@@ -74,7 +74,7 @@ func (h *Handle) NewRequestID() string { return h.env.NewRequestID() }
 func (h *Handle) Drain(ctx context.Context) error {
 	_, err := askActor(ctx, h, h.manager, func(done chan<- struct{}) any { return &drainAll{done: done} })
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("actorlock: close: releasing held locks: %w", context.Cause(ctx))
+		return fmt.Errorf("releasing held locks: %w", context.Cause(ctx))
 	}
 	return err
 }
@@ -152,7 +152,7 @@ func (h *Handle) Stop(ctx context.Context) error {
 	select {
 	case <-h.stopped:
 	case <-ctx.Done():
-		err = fmt.Errorf("actorlock: close: stopping actors: %w", context.Cause(ctx))
+		err = fmt.Errorf("stopping actors: %w", context.Cause(ctx))
 	}
 	h.env.wakeups.stop()
 	h.env.cancelCall()
@@ -162,7 +162,7 @@ func (h *Handle) Stop(ctx context.Context) error {
 	case <-calls:
 	case <-ctx.Done():
 		if err == nil {
-			err = fmt.Errorf("actorlock: close: waiting for Redis calls: %w", context.Cause(ctx))
+			err = fmt.Errorf("waiting for Redis calls: %w", context.Cause(ctx))
 		}
 	}
 	return err

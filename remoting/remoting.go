@@ -350,7 +350,7 @@ func stop(ctx context.Context, r remoteShutdowner) error {
 				// remaining peers and draining their streams. Cut them.
 				r.Shutdown(false)
 				if !isShutdownRace(p) {
-					panicErr = fmt.Errorf("actorlock: close: stopping remote: panic: %v", p)
+					panicErr = fmt.Errorf("stopping remote: panic: %v", p)
 				}
 			}
 		}()
@@ -370,7 +370,7 @@ func stop(ctx context.Context, r remoteShutdowner) error {
 	case <-done:
 		return panicErr
 	case <-ctx.Done():
-		return fmt.Errorf("actorlock: close: stopping remote: %w", context.Cause(ctx))
+		return fmt.Errorf("stopping remote: %w", context.Cause(ctx))
 	}
 }
 

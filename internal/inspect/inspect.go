@@ -290,9 +290,9 @@ func Detect(ctx context.Context, c redis.UniversalClient, name string) (Kind, er
 		case token.Val() > 0:
 			return Lock, nil
 		}
-		return "", fmt.Errorf("%w: %q", ErrNotFound, name)
+		return "", sentinel.Named(ErrNotFound, name, "")
 	default:
-		return "", fmt.Errorf("%w: %q is a %s", ErrNotObject, name, t)
+		return "", sentinel.Named(ErrNotObject, name, "is a "+t)
 	}
 }
 
@@ -357,7 +357,7 @@ func ttl(d time.Duration) time.Duration {
 // wrongType makes a WRONGTYPE reply ErrWrongKind.
 func (r *reader) wrongType(err error) error {
 	if err != nil && redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return fmt.Errorf("%w: %q is not a %s", ErrWrongKind, r.o.Name, r.o.Kind)
+		return sentinel.Named(ErrWrongKind, r.o.Name, fmt.Sprintf("is not a %s", r.o.Kind))
 	}
 	return err
 }
@@ -384,7 +384,7 @@ func msTime(ms float64) time.Time { return time.UnixMilli(int64(ms)) }
 func (r *reader) parseCount(what, s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %q: %s is %q, not an integer", ErrNotObject, r.o.Name, what, s)
+		return 0, sentinel.Named(ErrNotObject, r.o.Name, fmt.Sprintf(": %s is %q, not an integer", what, s))
 	}
 	return n, nil
 }

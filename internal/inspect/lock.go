@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/scripts"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // lock reads a lock's HASH (owner -> count; for a read-write lock also
@@ -77,10 +79,10 @@ func (r *reader) holds(fields map[string]string) error {
 	for f, v := range fields {
 		if f == "mode" {
 			if o.Kind != ReadWriteLock {
-				return fmt.Errorf("%w: %q is a %s, not a %s", ErrWrongKind, o.Name, ReadWriteLock, o.Kind)
+				return sentinel.Named(ErrWrongKind, o.Name, fmt.Sprintf("is a %s, not a %s", ReadWriteLock, o.Kind))
 			}
 			if v != "read" && v != "write" {
-				return fmt.Errorf("%w: %q: mode is %q", ErrNotObject, o.Name, v)
+				return sentinel.Named(ErrNotObject, o.Name, fmt.Sprintf(": mode is %q", v))
 			}
 			o.Mode = v
 			continue
@@ -96,7 +98,7 @@ func (r *reader) holds(fields map[string]string) error {
 		hold(f).Count = n
 	}
 	if o.Kind == ReadWriteLock && o.Mode == "" && len(byOwner) > 0 {
-		return fmt.Errorf("%w: %q has owners but no mode: not a %s", ErrWrongKind, o.Name, ReadWriteLock)
+		return sentinel.Named(ErrWrongKind, o.Name, "has owners but no mode: not a "+string(ReadWriteLock))
 	}
 	for _, h := range byOwner {
 		o.Holds = append(o.Holds, *h)
