@@ -103,33 +103,6 @@ var aclProbes = map[string]aclProbe{
 		return err
 	},
 	"+hexists": tryFair, "+lindex": tryFair,
-	"+zincrby": func(ctx context.Context, e probeEnv) error {
-		// The head of the queue takes the lock and moves the waiter behind
-		// it up.
-		h, err := e.full.FairLock(e.name).Acquire(ctx)
-		if err != nil {
-			return err
-		}
-		queue, _ := fairKeys(e.name)
-		head := make(chan error, 1)
-		for i, l := range []*actorlock.Lock{
-			e.rt.FairLock(e.name, actorlock.WithOwner(e.rt.ID()+":head")),
-			e.full.FairLock(e.name, actorlock.WithOwner(e.full.ID()+":next")),
-		} {
-			go func() {
-				h, err := l.Acquire(ctx, actorlock.WaitTime(2*time.Second))
-				if err == nil {
-					err = h.Unlock(ctx)
-				}
-				if i == 0 {
-					head <- err
-				}
-			}()
-			require.Eventually(e.t, func() bool { return e.admin.LPos(ctx, queue, l.Owner(), redis.LPosArgs{}).Err() == nil },
-				5*time.Second, 2*time.Millisecond, "waiter %d joins the queue", i)
-		}
-		return errors.Join(h.Unlock(ctx), <-head)
-	},
 	"+hdel": writeLockUnlock, "+hlen": writeLockUnlock,
 	"+hkeys": func(ctx context.Context, e probeEnv) error {
 		r1, err := e.rt.ReadWriteLock(e.name).ReadLocker().Acquire(ctx)
