@@ -77,11 +77,15 @@ func drawConfig(seed uint64, d time.Duration) *config {
 		handoffs:    r.IntN(9),
 		leaseMin:    400 * time.Millisecond,
 		leaseMax:    1500 * time.Millisecond,
-		tol:         time.Second,
-		adminEvery:  time.Duration(300+r.IntN(700)) * time.Millisecond,
+		// How late a timer or a reply may be: CI and developers run
+		// this beside other work on two cores, where a stall of a second
+		// was seen on top of the documented bounds (a fair waiter's
+		// answer held for its leave, a won grant given back).
+		tol:        2 * time.Second,
+		adminEvery: time.Duration(300+r.IntN(700)) * time.Millisecond,
 	}
 	if raceEnabled {
-		c.tol = 2 * time.Second
+		c.tol = 3 * time.Second
 		c.workers /= 2
 	}
 	// Workers mostly wait (on a held name, or on Redis): the CPU is not
