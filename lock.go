@@ -136,13 +136,19 @@ func (l *Lock) acquireCommand(ac acquireConfig, try bool, owner string, end cont
 
 // giveBack releases a grant that won the race with its cancel, before
 // Acquire returns, so that the caller, told it holds nothing, finds the lock
-// free.
+// free. It waits for the release a call timeout at most: a release queued
+// behind other scripts of the name, or met by a slow Redis, must not hold
+// the caller that long past its ctx; the runtime carries it through anyway
+// (retrying until Redis answers), and this runtime's next acquisition of
+// the name comes after it.
 func (l *Lock) giveBack(won actors.AcquireResult, cmd *actors.Acquire) {
 	if won.Err != nil {
 		return
 	}
 	rt := l.rt
-	_, _ = ask(context.Background(), rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
+	ctx, cancel := context.WithTimeout(context.Background(), rt.actors.CallTimeout())
+	defer cancel()
+	_, _ = ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
 		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Fresh: true, Reply: reply}
 	}, nil, nil)
 }
