@@ -293,6 +293,16 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 		m.fail("a re-entry acts as its owner", n, []string{h.Owner(), field}, "%s granted to owner %s", desc, h.Owner())
 		m.mu.Unlock()
 	}
+	if withOwner {
+		// An id given by the caller may be shared with a Redisson thread,
+		// so only a re-attempt tells the script the count it saw: a first
+		// attempt reaching Redis after its own retry can count one hold
+		// more, left to expire unrenewed (docs/guarantees.md, Exactly
+		// once). Runtime-made ids have no such excuse.
+		m.mu.Lock()
+		m.taint(n, field, time.Now())
+		m.mu.Unlock()
+	}
 	_ = leased
 	wk.holds = append(wk.holds, hd)
 }
