@@ -151,6 +151,8 @@ func deliverGaveUpOf(a *lockActor, s step) {
 		a.deliverGaveUp(s.req)
 	case *attemptStep:
 		a.deliverGaveUp(s.req)
+	case *releaseStep:
+		a.deliverGaveUp(s.next) // a hand-off to it in flight
 	}
 }
 

@@ -210,6 +210,11 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 	if g.ended == nil {
 		g.ended = cause
 	}
+	if g.release != nil {
+		// A failed release waiting to be tried again has nothing left to
+		// do: its owner's work is settled now, not when its timer fires.
+		a.retried(g.release)
+	}
 	if g.end != nil {
 		g.end(cause)
 	}
@@ -219,10 +224,9 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 func (a *lockActor) releaseAll(h *hold, cause error) {
 	for _, g := range h.grants {
 		a.endGrant(g, cause)
-		if s := g.release; s != nil {
-			// A failed release waiting to be tried again: the release of
-			// everything below replaces it.
-			a.retried(s)
+		if s := g.release; s != nil && s != a.inflight {
+			// A release queued or waiting to be tried again: the release
+			// of everything below replaces it.
 			s.answer(ReleaseResult{Err: cause})
 			s.replies = nil
 		}

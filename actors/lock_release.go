@@ -7,10 +7,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock/internal/mutant"
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
-
-	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // Releases, cancels and forced unlocks of the lock actor, and their
