@@ -2,6 +2,7 @@ package actorlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,11 +38,11 @@ func (h *Held) Extend(ctx context.Context, d time.Duration) (err error) {
 	rt.send(&actors.Extend{Key: h.lock.key, Owner: h.owner, ID: h.id, Lease: d, Reply: reply})
 	select {
 	case err := <-reply:
-		return err
+		return h.endedBy(err)
 	case <-h.Done(): // also when no lock actor has the hold any more
 		select {
 		case err := <-reply:
-			return err
+			return h.endedBy(err)
 		default:
 			return h.Err()
 		}
@@ -50,4 +51,14 @@ func (h *Held) Extend(ctx context.Context, d time.Duration) (err error) {
 	case <-ctx.Done():
 		return ctxError(ctx)
 	}
+}
+
+// endedBy is err, or, when the runtime no longer knew the hold because an
+// Unlock of it (one whose ctx ended first) completed just before, how the
+// hold ended: the runtime ends a hold before it serves a later message.
+func (h *Held) endedBy(err error) error {
+	if errors.Is(err, ErrLost) && errors.Is(h.Err(), ErrUnlocked) {
+		return h.Err()
+	}
+	return err
 }
