@@ -29,14 +29,6 @@ func (m *model) orphanBound() time.Duration {
 	return c.callTimeout + c.maxLease() + c.tol
 }
 
-// knownFairLate is the shape of an open finding of this simulation: a fair
-// Acquire with a short ctx answered some 8 s after it started, past every
-// bound the docs give (its ctx, a call timeout for its leave, a call
-// timeout for giving back a grant that won), seen in about half of the
-// 60 s runs and not reduced yet. It is counted, not failed, unless
-// SIM_KNOWN is set without it.
-const knownFairLate = 9
-
 // sweep checks every name against Redis and the library's objects.
 func (m *model) sweep(ctx context.Context) {
 	w := m.w
@@ -84,11 +76,7 @@ func (m *model) sweep(ctx context.Context) {
 	m.checkListed(listed, now)
 	for _, r := range m.reqs {
 		if now.Sub(r.start) > r.bound {
-			known := 0
-			if n := m.names[r.name]; n != nil && n.kind == kFair {
-				known = knownFairLate
-			}
-			m.failKnown(known, "every request is answered in time", m.names[r.name], nil,
+			m.fail("every request is answered in time", m.names[r.name], nil,
 				"%s by worker %d started %.3fs ago, bound %v, no answer yet", r.what, r.worker, now.Sub(r.start).Seconds(), r.bound)
 		}
 	}

@@ -18,8 +18,7 @@ var ciSeeds = []uint64{1, 2, 3, 4}
 // ("-tiny-lease,-restart"); SIM_SHRINK bounds the shrinking of a failure
 // (default 45s, 0: none); SIM_KNOWN=2,3,5 counts violations shaped like
 // those defects of issue 23 instead of failing (8: two Helds of one owner
-// unlocked at once, found by this simulation; 9, the default: a fair
-// Acquire answered late, knownFairLate); SIM_KEEP_GOING=1 runs to
+// unlocked at once, found by this simulation); SIM_KEEP_GOING=1 runs to
 // the end and counts every violation by invariant.
 func TestSim(t *testing.T) {
 	total := 60 * time.Second
@@ -140,20 +139,13 @@ func narrow(c *config) error {
 	c.names = max(c.names, 6)
 	c.keepGoing = os.Getenv("SIM_KEEP_GOING") != ""
 	c.known = map[int]bool{}
-	known := os.Getenv("SIM_KNOWN")
-	if _, set := os.LookupEnv("SIM_KNOWN"); !set {
-		// Open, reported, not yet understood: a fair Acquire answered
-		// well past its bound, now and then (knownFairLate). Counted and
-		// printed; SIM_KNOWN= (empty) makes it fail the run.
-		known = strconv.Itoa(knownFairLate)
-	}
-	for _, item := range strings.Split(known, ",") {
+	for _, item := range strings.Split(os.Getenv("SIM_KNOWN"), ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
 		d, err := strconv.Atoi(item)
-		if err != nil || d < 1 || d > knownFairLate {
-			return fmt.Errorf("SIM_KNOWN: %q is not a defect number 1..9 (issue 23's seven; 8: concurrent Unlocks of one owner; 9: a fair Acquire answered late)", item)
+		if err != nil || d < 1 || d > 8 {
+			return fmt.Errorf("SIM_KNOWN: %q is not a defect number 1..8 (issue 23's seven; 8: concurrent Unlocks of one owner)", item)
 		}
 		c.known[d] = true
 	}

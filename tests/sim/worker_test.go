@@ -159,6 +159,7 @@ func (wk *worker) acquireOpts(n *nameState, try bool) (ctxTimeout time.Duration,
 			// Long enough for the starvation check (checkStarved).
 			wait = wk.dur(10*time.Second, 11*time.Second)
 			ctxTimeout = wait + time.Second
+			bound = ctxTimeout + c.callTimeout
 		}
 		opts = append(opts, actorlock.WaitTime(wait))
 		bound = min(bound, wait)
