@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
@@ -301,23 +302,49 @@ func (e *runtimeEnv) work(call func()) {
 // it cannot run it now (a failover or a cluster converging: as long as ctx,
 // bounded by CallTimeout, lasts). attempt is 0 first; later attempts must be
 // safe if an earlier one took effect, which the scripts ensure when told it
-// is a re-attempt.
+// is a re-attempt. A failure it returns may have taken effect when any
+// attempt's might have (earlierTry), whatever the last one's error says.
 func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt int) error) error {
 	backoff := 10 * time.Millisecond
+	var unknown error // the first failure that may have taken effect
 	for attempt := 0; ; attempt++ {
 		err := call(ctx, attempt)
+		if unknown == nil && err != nil && mayHaveRun(err) {
+			unknown = err
+		}
 		if err == nil || ctx.Err() != nil || !(refusedForNow(err) || outcomeUnknown(err) && attempt < 3) {
-			return err
+			return triedEarlier(err, unknown)
 		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return triedEarlier(err, unknown)
 		case <-t.C:
 		}
 		backoff = min(4*backoff, 250*time.Millisecond)
 	}
+}
+
+// earlierTry is the failure of a call's last attempt, which never ran (its
+// connection could not be set up), after an earlier attempt that may have
+// run: the call as a whole may have taken effect.
+type earlierTry struct {
+	err     error // the last attempt's
+	earlier error // the earlier attempt's, whose outcome is unknown
+}
+
+func (e *earlierTry) Error() string {
+	return fmt.Sprintf("%v (an earlier try may have run: %v)", e.err, e.earlier)
+}
+
+func (e *earlierTry) Unwrap() error { return e.err }
+
+func triedEarlier(err, earlier error) error {
+	if err == nil || earlier == nil || mayHaveRun(err) {
+		return err
+	}
+	return &earlierTry{err: err, earlier: earlier}
 }
 
 // outcomeUnknown reports whether a failed call may have taken effect, or
@@ -352,6 +379,10 @@ func refusedForNow(err error) bool {
 // the handshake) or the server does not speak TLS at all. go-redis dials
 // and handshakes in one step, before it writes anything.
 func mayHaveRun(err error) bool {
+	var earlier *earlierTry
+	if errors.As(err, &earlier) {
+		return true
+	}
 	var operr *net.OpError
 	var verr *tls.CertificateVerificationError
 	var herr tls.RecordHeaderError

@@ -2,6 +2,9 @@ package actors
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -42,4 +45,31 @@ func TestCallCtxSharesADeadlinePerWindow(t *testing.T) {
 			t.Fatal("Close did not end a shared call context")
 		}
 	}
+}
+
+// A call whose first attempt may have run (its reply was lost) and whose
+// retry could not even connect may still have taken effect: the error
+// retryUnknown returns says so, or the caller would not undo the first
+// attempt's grant (found by the simulation: a read hold left in Redis).
+func TestRetryUnknownRemembersAnEarlierTryThatMayHaveRun(t *testing.T) {
+	lost := &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	var tries []int
+	err := retryUnknown(context.Background(), func(_ context.Context, attempt int) error {
+		tries = append(tries, attempt)
+		if attempt == 0 {
+			return lost
+		}
+		return dial
+	})
+	assert.Equal(t, []int{0, 1}, tries, "a failed dial is final")
+	require.Error(t, err)
+	assert.True(t, mayHaveRun(err), "the first try may have run")
+	assert.ErrorIs(t, err, dial, "the last try's error is kept")
+	assert.Contains(t, err.Error(), "an earlier try may have run")
+
+	// A dial failure alone: nothing ran.
+	err = retryUnknown(context.Background(), func(context.Context, int) error { return dial })
+	assert.False(t, mayHaveRun(err))
+	assert.Same(t, dial, err)
 }
