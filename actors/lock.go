@@ -355,6 +355,14 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		a.deliver(r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, fmt.Errorf("%w: that owner's holds belong to another kind of caller", ErrNotOwner))})
 		return
 	}
+	if h != nil && h.by != nil {
+		if res, ok := answered(h.by.acquired, r.key.id); ok && h.find(func(g *grant) bool { return g.token == res.Token && g.release == nil }) != nil {
+			// Sent again after its answer (lost to the client): the same
+			// grant, not another re-entry the client would never release.
+			a.deliver(r, res)
+			return
+		}
+	}
 	upgrade := a.fam.upgrade(h, r)
 	if upgrade && (r.tryOnce || r.deadline.IsZero()) {
 		// Nothing but the owner's own read holds stands in the way, and only
@@ -470,6 +478,9 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		}
 		// The attempt may have taken effect: undo exactly that.
 		if mayHaveRun(d.err) {
+			if h := a.holds.get(r.owner); h != nil {
+				h.tokenUnsure = true
+			}
 			a.giveBack(r.owner, r.write(), 1, s.seen+1, r.leaseOr(a.env.Watchdog))
 			a.leaveIfQueued(r, true)
 		}
@@ -478,7 +489,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	g := s.grant
 	if g.Acquired {
 		if h := a.holds.get(r.owner); h != nil {
-			h.token = g.Token // even if undone below: the counter moved
+			h.token, h.tokenUnsure = g.Token, false // even if undone below: the counter moved
 		}
 		if r.answered {
 			a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
@@ -493,6 +504,13 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		}
 		if r.met {
 			a.env.Observe.handoff(a.key, "", r.owner, false)
+		}
+		if h := a.holds.get(r.owner); h != nil && g.Other >= 0 && g.Other < s.other {
+			// A read-write lock's owner whose holds of the other side were
+			// deleted or expired under it: this grant is a fresh hold, not
+			// one more of the old (whose renewal, finding this one, would
+			// keep it for ever).
+			a.lost(ctx, h, LossGone, "a grant found the owner's other holds gone from Redis")
 		}
 		a.granted(ctx, r, g, d.sentAt)
 		return
@@ -596,7 +614,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		// Read hold n's key was (re)written with this lease.
 		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], validUntil.Sub(epoch))
 	}
-	h.token = g.Token
+	h.token, h.tokenUnsure = g.Token, false
 	h.extend(validUntil)
 	gr := &grant{token: g.Token, watchdog: r.lease == 0, write: r.write(), lease: lease}
 	if c, ok := r.by.(*goCaller); ok {

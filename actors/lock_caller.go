@@ -93,6 +93,9 @@ func (c *actorCaller) deliver(a *lockActor, r *request, res AcquireResult) {
 	if res.Err == nil {
 		resp.Acquired, resp.FencingToken = true, res.Token
 		resp.OwnerToken, resp.Owner = c.token.String(), r.owner
+		if h := a.holds.get(r.owner); h != nil && h.by != nil {
+			remember(&h.by.acquired, c.protoID, res)
+		}
 	}
 	resp.TtlMs = res.HolderTTL.Milliseconds()
 	if res.HolderTTL < 0 {

@@ -20,12 +20,16 @@ type hold struct {
 	// token is the fencing token of the owner's newest grant, which the
 	// fencing counter holds until someone is granted the lock again (a
 	// release's retry tells by it whether the owner re-entered since).
-	token      int64
-	grants     []*grant      // acquisitions not yet released (a release under way included), oldest first
-	watchdogs  int           // grants renewed by the watchdog
-	gen        uint64        // renewal registration; 0: none
-	renewReads int64         // read count the registration carries
-	validUntil time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
+	token int64
+	// tokenUnsure: an attempt of the owner whose outcome was unknown was
+	// undone since token was learnt, and may have moved the counter past
+	// it; attempts tell the scripts no token until a grant sets it again.
+	tokenUnsure bool
+	grants      []*grant      // acquisitions not yet released (a release under way included), oldest first
+	watchdogs   int           // grants renewed by the watchdog
+	gen         uint64        // renewal registration; 0: none
+	renewReads  int64         // read count the registration carries
+	validUntil  time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
 	// reads (read-write lock) is how long each of the owner's read-hold
 	// keys lives, key n at n-1 (since epoch, less drift): once the write
 	// and the other reads are released, they alone keep the lock alive,
@@ -46,6 +50,10 @@ type ownerActor struct {
 	aliveUntil  time.Time
 	suspect     bool // a Terminated came for from: aliveUntil applies even without watchdog grants
 	unreachable bool // its node's connection broke: nothing more is sent to from
+	// acquired and released answer retries of requests already answered
+	// (lock_release.go, recent).
+	acquired *recent[AcquireResult]
+	released *recent[ReleaseResult]
 }
 
 type grant struct {

@@ -67,6 +67,12 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 		g.release.join(respond) // a retry of a release under way
 		return
 	}
+	if h != nil {
+		if res, ok := answered(h.by.released, requestID); ok {
+			respond(res) // a retry of a release done: nothing more is released
+			return
+		}
+	}
 	// The newest acquisition of that kind not being released goes first.
 	write := m.Kind == messages.Kind_KIND_WRITE
 	g := h.findNewest(func(g *grant) bool { return g.write == write && g.release == nil })
@@ -74,7 +80,46 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 		respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
 		return
 	}
-	a.queueRelease(h, g, requestID, respond)
+	a.queueRelease(h, g, requestID, func(res ReleaseResult) {
+		if res.Err == nil && a.holds.get(owner) == h {
+			remember(&h.by.released, requestID, res)
+		}
+		respond(res)
+	})
+}
+
+// recent are the answers to an owner's newest requests by message of one
+// kind (acquisitions, releases), so that a request sent again after its
+// answer (the client lost it) gets the same answer instead of acquiring or
+// releasing once more. A few suffice: a client retries the request it is
+// waiting for. They live as long as the hold: once the owner holds
+// nothing, a retried release is refused as not owned, and releases nothing
+// either.
+type recent[T any] struct {
+	ids  [4]string
+	res  [4]T
+	next int
+}
+
+func remember[T any](r **recent[T], requestID string, res T) {
+	if *r == nil {
+		*r = &recent[T]{}
+	}
+	v := *r
+	v.ids[v.next], v.res[v.next] = requestID, res
+	v.next = (v.next + 1) % len(v.ids)
+}
+
+func answered[T any](r *recent[T], requestID string) (T, bool) {
+	if r != nil {
+		for i, id := range r.ids {
+			if id == requestID {
+				return r.res[i], true
+			}
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // queueRelease queues the release in Redis of grant g of hold h; the

@@ -81,6 +81,8 @@ func (a *lockActor) run(ctx actor.Context, s step) {
 type attemptStep struct {
 	req   *request
 	seen  int64  // the owner's count when it started
+	last  int64  // the fencing token of the owner's newest grant, if sure (0: not)
+	other int64  // read-write lock: the owner's count on the other side when it started
 	wakes uint64 // lockActor.wakes when it started
 
 	grant scripts.Grant // outcome
@@ -101,8 +103,17 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 		return nil
 	}
+	// An owner id this runtime made is used by nobody else (see below).
+	own := strings.HasPrefix(r.owner, a.env.RuntimeID+":")
 	if h != nil {
-		s.seen = h.counted(r.write())
+		s.seen, s.other = h.counted(r.write()), h.counted(!r.write())
+		if own && !h.tokenUnsure {
+			// Only its own grants move the counter while it holds (an
+			// id given by the caller may be shared with another process
+			// whose grants move it too): the scripts tell by it whether
+			// an earlier attempt took effect.
+			s.last = h.token
+		}
 	}
 	s.wakes = a.wakes
 	r.inflight = true
@@ -113,6 +124,7 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		},
 		write: r.write(), enqueue: !r.tryOnce, wait: a.placeWait(r),
 	}
+	args.Last = s.last
 	env, fam, seen, span := a.env, a.fam, s.seen, r.span()
 	// An owner id this runtime made is used by nobody else, so its count
 	// in Redis beyond the one seen here can only be this request's own
@@ -122,7 +134,6 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	// count the hold twice. An id given by the caller (WithOwner) may be
 	// shared with a Redisson thread whose holds count too: only a
 	// re-attempt after an unknown outcome tells the count then.
-	own := strings.HasPrefix(r.owner, a.env.RuntimeID+":")
 	return func(ctx context.Context, retry bool) (err error) {
 		ctx = withSpan(ctx, span)
 		if retry || own {

@@ -462,7 +462,10 @@ func (x *AcquireResponse) GetOwner() string {
 }
 
 // ReleaseRequest releases one hold (the newest of that kind) of the owner
-// of owner_token.
+// of owner_token. Sent again with the same request_id (its answer was
+// lost), it gets the first answer and releases nothing more while the
+// owner still holds the lock; once the owner holds nothing, it is refused
+// with ERROR_CODE_NOT_OWNER. Give each release a request_id of its own.
 type ReleaseRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`

@@ -44,7 +44,7 @@ func AcquireFair(ctx context.Context, c Client, a FairAcquireArgs) (Grant, error
 	}
 	return grantScript(ctx, c, fairAcquire,
 		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, ms(a.Wait), optCount(a.Seen), ms(a.TokenTTL), enqueue)
+		ms(a.Lease), a.Owner, ms(a.Wait), optCount(a.Seen), ms(a.TokenTTL), enqueue, optPositive(a.Last))
 }
 
 // FairUnlockArgs describes one release of a fair lock.

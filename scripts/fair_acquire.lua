@@ -11,6 +11,8 @@
 -- ARGV[4] owner's hold count as last known, "" on a first attempt
 -- ARGV[5] fencing counter TTL ms, 0 = never expire
 -- ARGV[6] "1" to join the queue when the lock cannot be had, "0" not to
+-- ARGV[7] fencing token of the owner's newest grant as last known, "" if none
+--         (see grant)
 -- Returns {1, holdCount, token} when held, else {0, ttl}: how long before
 -- something changes for the owner without a message (see turn_hint), or {-3}
 -- when a read-write lock holds the name.
@@ -18,7 +20,7 @@ local now = now_ms()
 prune(KEYS[2], KEYS[3], now)
 local owner, lease, wait = ARGV[2], tonumber(ARGV[1]), tonumber(ARGV[3])
 if redis.call('hexists', KEYS[1], owner) == 1 then
-  return grant(KEYS[1], KEYS[4], owner, lease, tonumber(ARGV[4]), ARGV[5])
+  return grant(KEYS[1], KEYS[4], owner, lease, tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[7]))
 end
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('lindex', KEYS[2], 0)

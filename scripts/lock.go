@@ -43,6 +43,11 @@ type Grant struct {
 	HoldCount int64         // the owner's hold count, when acquired
 	Token     int64         // fencing token of this acquisition, when acquired
 	HolderTTL time.Duration // remaining lease of the other holder, when not; negative: no expiry
+	// Other is, for a read grant, the owner's write holds as the grant
+	// found them; -1 when the script does not report it. (A write grant
+	// that finds the owner's holds gone starts at a count of 1, which
+	// tells it already.)
+	Other int64
 }
 
 // AcquireArgs describes one acquire attempt of a reentrant lock.
@@ -54,12 +59,17 @@ type AcquireArgs struct {
 	// attempt; pass it when re-attempting after an unknown outcome.
 	Seen     int64
 	TokenTTL time.Duration // fencing counter TTL; 0 = never expire
+	// Last is the fencing token of the owner's newest grant as last known
+	// (0: none). With it, the scripts of the exclusive kinds tell by the
+	// fencing counter whether an earlier attempt took effect, also when the
+	// owner's hold was deleted under it in between (reentrant.lua, grant).
+	Last int64
 }
 
 // AcquireLock takes or re-enters the reentrant lock in one round trip.
 func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 	return grantScript(ctx, c, lockAcquire, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL))
+		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL), optPositive(a.Last))
 }
 
 // ErrWrongKind: the lock's name holds another kind of object: a read-write
@@ -88,7 +98,9 @@ func grantScript(ctx context.Context, c Client, s script, keys []string, args ..
 func grantOf(v []int64) (Grant, error) {
 	switch {
 	case len(v) == 3 && v[0] == 1:
-		return Grant{Acquired: true, HoldCount: v[1], Token: v[2]}, nil
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Other: -1}, nil
+	case len(v) == 4 && v[0] == 1:
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Other: v[3]}, nil
 	case len(v) == 2 && v[0] == 0:
 		return Grant{HolderTTL: pttl(v[1])}, nil
 	case len(v) == 1 && v[0] == -3:

@@ -5,6 +5,8 @@
 -- ARGV[2] owner
 -- ARGV[3] owner's hold count as last known, "" on a first attempt (see grant)
 -- ARGV[4] fencing counter TTL ms, 0 = never expire
+-- ARGV[5] fencing token of the owner's newest grant as last known, "" if none
+--         (see grant)
 -- Returns {1, holdCount, token} when held, {0, pttl} when another owner holds it,
 -- {-3} when a read-write lock holds the name.
-return grant(KEYS[1], KEYS[2], ARGV[2], tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[4])
+return grant(KEYS[1], KEYS[2], ARGV[2], tonumber(ARGV[1]), tonumber(ARGV[3]), ARGV[4], tonumber(ARGV[5]))

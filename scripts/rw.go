@@ -39,7 +39,7 @@ func AcquireRead(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 // AcquireWrite takes or re-enters the write hold (Seen counts write holds).
 func AcquireWrite(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 	return grantScript(ctx, c, rwWriteAcquire, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), RWWriteField(a.Owner), optCount(a.Seen), ms(a.TokenTTL))
+		ms(a.Lease), RWWriteField(a.Owner), optCount(a.Seen), ms(a.TokenTTL), optPositive(a.Last))
 }
 
 // UnlockRead releases read holds; Released means the lock became free.

@@ -10,15 +10,21 @@
 --         bounded by key <prefix>:<n>
 -- ARGV[5] owner's read count as last known, "" on a first attempt
 -- ARGV[6] fencing counter TTL ms, 0 = never expire
--- Returns {1, readCount, token}, {0, pttl of the lock}, or {-3} when the
--- hash has no mode: a reentrant or fair lock holds the name.
+-- Returns {1, readCount, token, writeCount}, {0, pttl of the lock}, or {-3}
+-- when the hash has no mode: a reentrant or fair lock holds the name.
+-- writeCount, the owner's write holds, tells a writer whose write was
+-- deleted under it that this read is a fresh hold, not a downgrade.
 local lease = tonumber(ARGV[1])
 local mode = redis.call('hget', KEYS[1], 'mode')
 if not mode and redis.call('exists', KEYS[1]) == 1 then
   return {-3}
 end
-if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-  return {0, redis.call('pttl', KEYS[1])}
+local writes = 0
+if mode == 'write' then
+  writes = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0')
+  if writes == 0 then
+    return {0, redis.call('pttl', KEYS[1])}
+  end
 end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
@@ -32,4 +38,4 @@ redis.call('set', ARGV[4] .. ':' .. count, 1, 'px', lease)
 if redis.call('pttl', KEYS[1]) < lease then
   redis.call('pexpire', KEYS[1], lease)
 end
-return {1, count, next_token(KEYS[2], ARGV[6])}
+return {1, count, next_token(KEYS[2], ARGV[6]), writes}

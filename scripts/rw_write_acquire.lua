@@ -7,6 +7,9 @@
 -- ARGV[2] owner's write field <owner>:write
 -- ARGV[3] owner's write count as last known, "" on a first attempt
 -- ARGV[4] fencing counter TTL ms, 0 = never expire
+-- ARGV[5] fencing token of the owner's newest grant as last known, "" if none
+--         (see grant in reentrant.lua: only the owner's grants move the
+--         counter while it writes)
 -- Returns {1, writeCount, token}, {0, pttl of the lock}, or {-3} when the
 -- hash has no mode: a reentrant or fair lock holds the name.
 local lease = tonumber(ARGV[1])
@@ -23,9 +26,9 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if mode ~= 'write' or count == 0 then
   return {0, redis.call('pttl', KEYS[1])}
 end
-local seen = tonumber(ARGV[3])
 local ttl = redis.call('pttl', KEYS[1])
-if not (seen and count == seen + 1) then
+local token = took_effect(KEYS[2], tonumber(ARGV[5]), tonumber(ARGV[3]), count)
+if not token then
   count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   -- As Redisson's write re-entry: the new lease adds to what is left, so
   -- the lock outlives every hold's lease (local validity counts from the
@@ -35,4 +38,7 @@ elseif ttl < lease then
   -- A re-attempt of a re-entry that took effect: it added already.
   redis.call('pexpire', KEYS[1], lease)
 end
-return {1, count, next_token(KEYS[2], ARGV[4])}
+if token == true or not token then
+  token = next_token(KEYS[2], ARGV[4])
+end
+return {1, count, token}

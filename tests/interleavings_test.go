@@ -423,3 +423,94 @@ func TestReadHoldValidityFollowsTheKeysLeft(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, wh.Unlock(ctx))
 }
+
+// A re-entry whose first attempt ran after the lock was deleted under its
+// owner (its reply lost, so the runtime tries again) must not count twice:
+// the retry finds the owner's count where it was before the DEL, the same
+// as if the first attempt had not run. The runtime then merged the grant
+// into the deleted hold, whose Held never learnt of the break (another
+// owner could have held the lock in between). The retry knows by the
+// fencing counter that the first attempt ran: the old hold ends as lost,
+// and Redis counts the re-entry once.
+func TestRetriedReentryAfterADeleteEndsTheOldHold(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	direct := client(t, srv.Addr)
+	impatient := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = impatient.Close() })
+	rt := newRuntime(t, impatient)
+	warmScripts(t, rt)
+	ctx := ctxFor(t, 30*time.Second)
+	for _, tc := range []struct {
+		kind string
+		lock func(string) *actorlock.Lock
+	}{
+		{"lock", func(n string) *actorlock.Lock { return rt.Lock(n) }},
+		{"fair", func(n string) *actorlock.Lock { return rt.FairLock(n) }},
+		{"write", func(n string) *actorlock.Lock { return rt.ReadWriteLock(n).WriteLocker() }},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			name := "deleted-reentry-" + tc.kind
+			old, err := tc.lock(name).Acquire(ctx)
+			require.NoError(t, err)
+			require.NoError(t, direct.Del(ctx, name).Err())
+			dropped := p.on(1, dropReply, 0, func(c respCommand) bool { return c.scriptOn(name) && ownerIn(c, rt) != "" })
+			// The re-entry's ctx descends from the old hold's, which ends
+			// as lost when the retry's grant comes back: Acquire returns
+			// that and gives the grant back, unless the grant reached it
+			// first (then it holds once).
+			again, err := tc.lock(name).Acquire(old.Context())
+			await(t, dropped.hits, time.Second, "the first attempt, whose reply was dropped")
+			select {
+			case <-old.Done():
+			case <-time.After(time.Second):
+				t.Fatal("the deleted hold's Done stayed open")
+			}
+			assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+			if err != nil {
+				require.ErrorIs(t, err, actorlock.ErrLost)
+			} else {
+				field := again.Owner()
+				if tc.kind == "write" {
+					field += ":write"
+				}
+				assert.Equal(t, "1", direct.HGet(ctx, name, field).Val(), "the re-entry counted once")
+				require.NoError(t, again.Unlock(ctx))
+			}
+			require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
+				"nothing is left held")
+		})
+	}
+}
+
+// A read-write lock's owner whose write was deleted under it, taking a read
+// (a downgrade, it believes), gets a fresh read hold: the write's Held must
+// end as lost, not live on because the owner still holds something there
+// (the watchdog renews while the owner holds a read or the write).
+func TestWriteDeletedUnderADowngradeEndsTheWriteHold(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "deleted-write-then-read"
+	rw := rt.ReadWriteLock(name)
+	old, err := rw.WriteLocker().Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, name).Err(), "another client deletes the lock")
+	// The read's ctx descends from the write hold's, which ends as lost:
+	// Acquire may return that (giving the grant back).
+	h, err := rw.ReadLocker().Acquire(old.Context())
+	select {
+	case <-old.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the deleted write hold's Done stayed open")
+	}
+	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+	if err != nil {
+		require.ErrorIs(t, err, actorlock.ErrLost)
+	} else {
+		require.NoError(t, h.Unlock(ctx))
+	}
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"nothing is left held")
+}
