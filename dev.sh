@@ -113,6 +113,7 @@ sim-mutants)
 			"${TMPDIR:-/tmp}/actorlock-sim-mutants" -test.count=1 -test.timeout=10m -test.v -test.run '^TestSim$' 2>&1) && rc=0 || rc=$?
 		at=$(printf '%s\n' "$out" | sed -n 's/.*sim: first violation after \([0-9.]*s\) of simulation.*/\1/p' | head -1)
 		what=$(printf '%s\n' "$out" | sed -n 's/^ *VIOLATION \(.*\) after .*/\1/p' | head -1)
+		printf '%s\n' "$out" >"${TMPDIR:-/tmp}/actorlock-sim-mutant-$n.log"
 		if [ "$rc" -ne 0 ] && [ -n "$at" ]; then
 			echo "mutant $n: PASS (caught after $at: $what)"
 			caught=$((caught + 1))
@@ -123,7 +124,7 @@ sim-mutants)
 			echo "mutant $n: FAIL (not caught)"
 		fi
 	done
-	echo "sim-mutants: $caught of 7 caught (baseline without a mutant: $baseline)"
+	echo "sim-mutants: $caught of 7 caught (baseline without a mutant: $baseline); each run's output: ${TMPDIR:-/tmp}/actorlock-sim-mutant-N.log"
 	[ "$caught" -eq 7 ] && [ "$baseline" = ok ]
 	;;
 soak)

@@ -157,6 +157,18 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 			m.failKnown(4, "nothing is kept for a caller who let it go", n, []string{h.field},
 				"member of a group unlocked %.3fs ago is still held (Err %v)", now.Sub(h.abandoned).Seconds(), h.h.Err())
 		}
+		if !h.group {
+			for _, d := range n.deletes {
+				// Its hold was deleted under it: the watchdog's next
+				// renewal finds it gone, or the lease runs out, and a
+				// re-entry since (finding a count of 1) ends it too.
+				if h.since.Before(d.from) && now.Sub(d.to) > m.lossBound(h) {
+					m.fail("a Held whose lock was deleted in Redis closes Done within its lease", n, []string{h.field},
+						"token %d (lease %v) acquired before a DEL %.3fs ago; its Done is still open", h.h.Token(), h.lease, now.Sub(d.to).Seconds())
+					break
+				}
+			}
+		}
 		if !redisOK || h.unlocking > 0 || !h.ctxUnlock.IsZero() || !h.released.IsZero() || !h.toldLost.IsZero() || !h.abandoned.IsZero() || epochs[h.field] != n.epoch[h.field] {
 			h.absentSince = time.Time{}
 			continue

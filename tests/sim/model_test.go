@@ -68,8 +68,11 @@ type nameState struct {
 	// without their owners, so another owner may get in while the victim's
 	// Done has not closed yet: the watchdog notices within a lease).
 	breaks []interval
-	hist   []event // ring
-	histAt int
+	// deletes: DELs by another client that Redis ran, from when each was
+	// sent to when it returned (the last 16).
+	deletes []interval
+	hist    []event // ring
+	histAt  int
 	// inFlight ops per field (owner); anyAcquire: acquisitions in flight
 	// whose owner is not known yet.
 	inFlight map[string]int
@@ -367,6 +370,16 @@ func (m *model) breakName(n *nameState, from, to time.Time) {
 	n.breaks = append(n.breaks, interval{from, to})
 	if len(n.breaks) > 16 {
 		n.breaks = n.breaks[len(n.breaks)-16:]
+	}
+	m.mu.Unlock()
+}
+
+// deleted records a DEL of n that Redis ran between from and to.
+func (m *model) deleted(n *nameState, from, to time.Time) {
+	m.mu.Lock()
+	n.deletes = append(n.deletes, interval{from, to})
+	if len(n.deletes) > 16 {
+		n.deletes = n.deletes[len(n.deletes)-16:]
 	}
 	m.mu.Unlock()
 }

@@ -1,11 +1,19 @@
 package sim
 
 import (
+	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -16,6 +24,10 @@ type ownerActor struct {
 	pid     *actor.PID // the runtime's
 	token   string
 	pending chan<- any // the current step's answer
+	// pendingID is the current step's request id: a late answer to an
+	// earlier step (a retried release's) is not taken for this one's.
+	pendingID string
+	lost      atomic.Int64 // LockLost messages received
 }
 
 // Steps a worker sends its owner actor.
@@ -29,33 +41,45 @@ type (
 		reply chan<- any
 	}
 	msgCancel struct{ req *messages.CancelRequest }
+	msgRenew  struct {
+		req   *messages.RenewRequest
+		reply chan<- any
+	}
 )
 
 func (a *ownerActor) Receive(c actor.Context) {
 	switch m := c.Message().(type) {
 	case msgAcquire:
 		m.req.OwnerToken = a.token
-		a.pending = m.reply
+		a.pending, a.pendingID = m.reply, m.req.RequestId
 		c.Request(a.pid, m.req)
 	case msgRelease:
 		m.req.OwnerToken = a.token
-		a.pending = m.reply
+		a.pending, a.pendingID = m.reply, m.req.RequestId
 		c.Request(a.pid, m.req)
 	case msgCancel:
 		m.req.OwnerToken = a.token
 		c.Request(a.pid, m.req) // its CancelResponse is not awaited
+	case msgRenew:
+		m.req.OwnerToken = a.token
+		a.pending, a.pendingID = m.reply, m.req.RequestId
+		c.Request(a.pid, m.req)
+	case *messages.RenewResponse:
+		a.answer(m, m.RequestId)
 	case *messages.AcquireResponse:
 		if m.Acquired && a.token == "" {
 			a.token = m.OwnerToken
 		}
-		a.answer(m)
+		a.answer(m, m.RequestId)
 	case *messages.ReleaseResponse:
-		a.answer(m)
+		a.answer(m, m.RequestId)
+	case *messages.LockLost:
+		a.lost.Add(1)
 	}
 }
 
-func (a *ownerActor) answer(m any) {
-	if a.pending != nil {
+func (a *ownerActor) answer(m any, id string) {
+	if a.pending != nil && id == a.pendingID {
 		a.pending <- m
 		a.pending = nil
 	}
@@ -72,8 +96,14 @@ func (wk *worker) byMessage() {
 	if n.kind == kRW && wk.rng.IntN(2) == 0 {
 		kind = messages.Kind_KIND_WRITE
 	}
+	if wk.rng.IntN(25) == 0 {
+		// Rare: the worker follows the hold for up to a few seconds.
+		wk.unreachableOwner(rt, n, kind)
+		return
+	}
 	sys := rt.ActorSystem()
-	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &ownerActor{pid: rt.PID()} }))
+	oa := &ownerActor{pid: rt.PID()}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return oa }))
 	defer sys.Root.Stop(pid)
 	tol := wk.w.cfg.tol
 	held := 0
@@ -85,6 +115,9 @@ func (wk *worker) byMessage() {
 			s.reply = reply
 			msg = s
 		case msgRelease:
+			s.reply = reply
+			msg = s
+		case msgRenew:
 			s.reply = reply
 			msg = s
 		}
@@ -140,9 +173,52 @@ func (wk *worker) byMessage() {
 		m.mu.Lock()
 		n.record(wk.id, "message acquire by %s token %d count %d", short(owner), r.FencingToken, r.HoldCount)
 		m.mu.Unlock()
+		if wk.rng.IntN(4) == 0 {
+			// The client did not see that answer and sends the same
+			// request again: the same grant, unless it was lost since
+			// (then a LockLost came first, and this is a new grant).
+			lost := oa.lost.Load()
+			again, _ := step(msgAcquire{req: proto.Clone(req).(*messages.AcquireRequest)}, "message acquire again").(*messages.AcquireResponse)
+			if again == nil || !again.Acquired {
+				break
+			}
+			m.mu.Lock()
+			n.record(wk.id, "message acquire again by %s -> token %d count %d", short(owner), again.FencingToken, again.HoldCount)
+			if again.FencingToken != r.FencingToken {
+				if oa.lost.Load() == lost {
+					m.fail("a retried AcquireRequest gets the first answer", n, []string{field()},
+						"first: token %d count %d; again: token %d count %d", r.FencingToken, r.HoldCount, again.FencingToken, again.HoldCount)
+				}
+				held++ // a new grant, to release as well
+			}
+			m.mu.Unlock()
+		}
 	}
 	if held == 0 {
 		return
+	}
+	if wk.rng.IntN(3) == 0 {
+		// The proof of life a remote owner sends every lease/3; from a
+		// local owner that holds, it is answered renewed.
+		r, _ := step(msgRenew{req: &messages.RenewRequest{RequestId: fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64()), Name: n.name, Kind: kind}}, "message renew").(*messages.RenewResponse)
+		m.mu.Lock()
+		switch {
+		case r == nil:
+			n.record(wk.id, "message renew by %s -> no answer", short(owner))
+		case r.Renewed:
+			n.record(wk.id, "message renew by %s -> renewed, lease %dms", short(owner), r.LeaseMs)
+			if r.LeaseMs != wk.w.cfg.watchdog.Milliseconds() {
+				m.fail("a RenewRequest renews for a watchdog lease", n, []string{field()}, "lease %dms, watchdog %v", r.LeaseMs, wk.w.cfg.watchdog)
+			}
+		default:
+			// The hold may have been lost (faults, DEL, force-unlock, a
+			// mid-run Close): then the owner holds nothing here.
+			n.record(wk.id, "message renew by %s -> %v", short(owner), r.Error)
+			if code := r.Error.GetCode(); code != messages.ErrorCode_ERROR_CODE_NOT_OWNER && code != messages.ErrorCode_ERROR_CODE_CLOSED {
+				m.fail("a RenewRequest is renewed or refused as not owned", n, []string{field()}, "answered %v", r.Error)
+			}
+		}
+		m.mu.Unlock()
 	}
 	if wk.rng.IntN(4) == 0 {
 		// Stop while holding: the runtime releases at once (deferred Stop).
@@ -153,7 +229,8 @@ func (wk *worker) byMessage() {
 		return
 	}
 	for ; held > 0; held-- {
-		r, _ := step(msgRelease{req: &messages.ReleaseRequest{RequestId: fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64()), Name: n.name, Kind: kind}}, "message release").(*messages.ReleaseResponse)
+		id := fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64())
+		r, _ := step(msgRelease{req: &messages.ReleaseRequest{RequestId: id, Name: n.name, Kind: kind}}, "message release").(*messages.ReleaseResponse)
 		m.mu.Lock()
 		if r == nil {
 			n.record(wk.id, "message release by %s -> no answer", short(owner))
@@ -163,6 +240,96 @@ func (wk *worker) byMessage() {
 		m.mu.Unlock()
 		if r == nil || r.Error != nil {
 			break
+		}
+		if wk.rng.IntN(4) == 0 {
+			// The client did not see that answer and sends the same
+			// request again: it must get the same outcome, and release
+			// nothing more (the owner may hold a re-entry still).
+			again, _ := step(msgRelease{req: &messages.ReleaseRequest{RequestId: id, Name: n.name, Kind: kind}}, "message release again").(*messages.ReleaseResponse)
+			m.mu.Lock()
+			if again != nil {
+				n.record(wk.id, "message release again by %s -> released %v count %d err %v", short(owner), again.Released, again.HoldCount, again.Error)
+				if again.Error == nil && (again.Released != r.Released || again.HoldCount != r.HoldCount) {
+					m.fail("a retried ReleaseRequest reports the first one's outcome", n, []string{field()},
+						"first: released %v count %d; again: released %v count %d", r.Released, r.HoldCount, again.Released, again.HoldCount)
+				}
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// unreachableOwner: an AcquireRequest from an owner actor of another node
+// that never answers and never sends a RenewRequest (its address leads
+// nowhere: replies and the runtime's Watch go to dead letters, which
+// report it terminated). A remote owner that stops proving it is alive
+// loses its hold within a watchdog lease (README, remote actors): the
+// hold must leave Redis within that lease, plus a call timeout for the
+// release (or, if every try of it fails, the lease it was last renewed
+// for), plus the tolerance.
+func (wk *worker) unreachableOwner(rt *actorlock.Runtime, n *nameState, kind messages.Kind) {
+	m, c := wk.w.model, wk.w.cfg
+	var raw [16]byte
+	for i := range raw {
+		raw[i] = byte(wk.rng.IntN(256))
+	}
+	token := hex.EncodeToString(raw[:])
+	owner, err := rt.TokenOwner(token)
+	if err != nil {
+		m.mu.Lock()
+		m.fail("a well-formed owner token names an owner", n, nil, "TokenOwner(%s): %v", token, err)
+		m.mu.Unlock()
+		return
+	}
+	field := owner
+	if kind == messages.Kind_KIND_WRITE {
+		field += ":write"
+	}
+	wait := time.Duration(wk.rng.IntN(200)) * time.Millisecond
+	req := &messages.AcquireRequest{RequestId: fmt.Sprintf("ghost-%d-%d", wk.id, wk.rng.Uint64()), Name: n.name, Kind: kind,
+		WaitMs: wait.Milliseconds(), OwnerToken: token}
+	ghost := actor.NewPID("192.0.2.1:9", fmt.Sprintf("sim-ghost-%d", wk.id)) // TEST-NET-1: no node there
+	m.opStart(n, field)
+	defer m.opEnd(n, field)
+	m.mu.Lock()
+	n.record(wk.id, "message acquire from an unreachable remote owner %s, wait %v", short(owner), wait)
+	m.mu.Unlock()
+	rt.ActorSystem().Root.RequestWithCustomSender(rt.PID(), req, ghost)
+
+	// Follow the owner's field in Redis: it appears if granted, and must
+	// be gone within the bound after.
+	bound := c.watchdog + c.callTimeout + c.maxLease() + c.tol
+	start := time.Now()
+	var grantedAt time.Time
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		held, err := wk.w.admin.HExists(ctx, n.name, field).Result()
+		cancel()
+		now := time.Now()
+		switch {
+		case err != nil && !errors.Is(err, redis.Nil):
+			// Redis restarting: look again.
+		case held && grantedAt.IsZero():
+			grantedAt = now
+		case !held && !grantedAt.IsZero():
+			m.mu.Lock()
+			n.record(wk.id, "the unreachable owner's hold left Redis after %.3fs", now.Sub(grantedAt).Seconds())
+			m.mu.Unlock()
+			return
+		case !held && now.Sub(start) > wait+c.callTimeout+c.tol:
+			return // never granted (its answer went to dead letters)
+		}
+		if !grantedAt.IsZero() && now.Sub(grantedAt) > bound {
+			m.mu.Lock()
+			m.fail("a remote owner that never renews loses its hold within a watchdog lease", n, []string{field},
+				"held %.3fs after its grant, bound %v", now.Sub(grantedAt).Seconds(), bound)
+			m.mu.Unlock()
+			return
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-wk.w.ctx.Done():
+			return // quiescence: Close releases it
 		}
 	}
 }

@@ -246,6 +246,12 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 		ctxTimeout = wk.dur(0, 15*time.Millisecond)
 		bound = ctxTimeout + wk.w.cfg.callTimeout + wk.w.cfg.tol
 	}
+	if parent != nil {
+		// A re-entry's ctx ends when its parent hold does, which may be
+		// before its wait time: a grant coming back then is given back
+		// before Acquire returns, up to a call timeout more.
+		bound += wk.w.cfg.callTimeout
+	}
 	if n.kind == kFair {
 		// A fair waiter that gives up is answered once it has left the
 		// Redis queue, or its attempt in flight came back: up to a call
@@ -511,14 +517,31 @@ func (wk *worker) force() {
 func (wk *worker) del() {
 	m := wk.w.model
 	n := wk.pickName()
+	var parent *hold
+	if len(wk.holds) > 0 && wk.rng.IntN(2) == 0 {
+		// A lock of this worker's, deleted under it and re-entered at
+		// once, before the runtime can know (issue 23, defect 2).
+		parent = wk.holds[wk.rng.IntN(len(wk.holds))]
+		if parent.group {
+			parent = nil
+		} else {
+			n = m.names[parent.name]
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	from := time.Now()
 	err := wk.w.admin.Del(ctx, n.name).Err()
+	if err == nil {
+		m.deleted(n, from, time.Now())
+	}
 	m.breakName(n, from, time.Now().Add(wk.w.cfg.callTimeout))
 	m.mu.Lock()
 	n.record(wk.id, "DEL by another client -> %s", errKind(err))
 	m.mu.Unlock()
+	if parent != nil {
+		wk.acquire(opReenter, parent, false)
+	}
 }
 
 // groupMembers picks k distinct names of the lock and fair kinds.
