@@ -479,7 +479,14 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		// The attempt may have taken effect: undo exactly that.
 		if mayHaveRun(d.err) {
 			if h := a.holds.get(r.owner); h != nil {
-				h.tokenUnsure = true
+				// A re-entry: nor can it be told whether the owner's
+				// holds were still there (deleted or expired, then the
+				// attempt started a fresh hold that would pass for
+				// them): the old hold is lost, and given back after the
+				// attempt's undo (which goes first, as it is queued
+				// later: see first).
+				a.lost(ctx, h, LossRenewalFailed, "a re-entry's outcome stayed unknown (Redis did not answer), so whether the hold was still there cannot be told")
+				a.giveBackHold(h)
 			}
 			a.giveBack(r.owner, r.write(), 1, s.seen+1, r.leaseOr(a.env.Watchdog))
 			a.leaveIfQueued(r, true)
@@ -489,8 +496,9 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	g := s.grant
 	if g.Acquired {
 		if h := a.holds.get(r.owner); h != nil {
-			h.token, h.tokenUnsure = g.Token, false // even if undone below: the counter moved
+			h.token = g.Token // even if undone below: the counter moved
 		}
+		a.endIfGone(ctx, r, g, s.other)
 		if r.answered {
 			a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
 			return
@@ -504,13 +512,6 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		}
 		if r.met {
 			a.env.Observe.handoff(a.key, "", r.owner, false)
-		}
-		if h := a.holds.get(r.owner); h != nil && g.Other >= 0 && g.Other < s.other {
-			// A read-write lock's owner whose holds of the other side were
-			// deleted or expired under it: this grant is a fresh hold, not
-			// one more of the old (whose renewal, finding this one, would
-			// keep it for ever).
-			a.lost(ctx, h, LossGone, "a grant found the owner's other holds gone from Redis")
 		}
 		a.granted(ctx, r, g, d.sentAt)
 		return
@@ -572,6 +573,24 @@ func (a *lockActor) requeue(r *request) {
 	a.queue.pushAfter(r, e)
 }
 
+// endIfGone ends the hold of r's owner as lost when grant g shows that its
+// holds were gone from Redis (deleted, or expired before the watchdog
+// noticed) before g started a fresh hold: g counts no more than the
+// holds known (a re-entry finding the lock gone), or (a read-write lock)
+// fewer holds of the other side than other, as the owner had when the
+// attempt started (-1: unknown). Whatever then becomes of g (granted, or
+// given back because its caller is gone), the old hold is not kept: its
+// renewal, finding g's hold, would keep it for ever.
+func (a *lockActor) endIfGone(ctx actor.Context, r *request, g scripts.Grant, other int64) {
+	h := a.holds.get(r.owner)
+	if h == nil || mutant.On(2) {
+		return
+	}
+	if g.HoldCount <= h.counted(r.write()) || (g.Other >= 0 && g.Other < other) {
+		a.lost(ctx, h, LossGone, "a grant found the owner's holds gone from Redis")
+	}
+}
+
 func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sentAt time.Time) {
 	lease := r.leaseOr(a.env.Watchdog)
 	validUntil := sentAt.Add(lease - Drift(lease))
@@ -580,13 +599,6 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		return
 	}
 	h := a.holds.get(r.owner)
-	if h != nil && g.HoldCount <= h.counted(r.write()) && !mutant.On(2) {
-		// A re-entry that did not find the owner's holds in Redis (deleted
-		// or expired before the watchdog noticed) started a fresh hold:
-		// the old one is lost, and this grant is not one more of it.
-		a.lost(ctx, h, LossGone, "a re-entry found the lock gone from Redis")
-		h = nil
-	}
 	if h == nil {
 		h = &hold{owner: r.owner}
 		if c := r.actor(); c != nil {
@@ -612,9 +624,9 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	}
 	if a.fam.shares() && !r.write() {
 		// Read hold n's key was (re)written with this lease.
-		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], validUntil.Sub(epoch))
+		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], readKey{until: validUntil.Sub(epoch), token: g.Token})
 	}
-	h.token, h.tokenUnsure = g.Token, false
+	h.token = g.Token
 	h.extend(validUntil)
 	gr := &grant{token: g.Token, watchdog: r.lease == 0, write: r.write(), lease: lease}
 	if c, ok := r.by.(*goCaller); ok {

@@ -20,25 +20,30 @@ type hold struct {
 	// token is the fencing token of the owner's newest grant, which the
 	// fencing counter holds until someone is granted the lock again (a
 	// release's retry tells by it whether the owner re-entered since).
-	token int64
-	// tokenUnsure: an attempt of the owner whose outcome was unknown was
-	// undone since token was learnt, and may have moved the counter past
-	// it; attempts tell the scripts no token until a grant sets it again.
-	tokenUnsure bool
-	grants      []*grant      // acquisitions not yet released (a release under way included), oldest first
-	watchdogs   int           // grants renewed by the watchdog
-	gen         uint64        // renewal registration; 0: none
-	renewReads  int64         // read count the registration carries
-	validUntil  time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
+	token      int64
+	grants     []*grant      // acquisitions not yet released (a release under way included), oldest first
+	watchdogs  int           // grants renewed by the watchdog
+	gen        uint64        // renewal registration; 0: none
+	renewReads int64         // read count the registration carries
+	validUntil time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
 	// reads (read-write lock) is how long each of the owner's read-hold
 	// keys lives, key n at n-1 (since epoch, less drift): once the write
 	// and the other reads are released, they alone keep the lock alive,
 	// and a read release deletes the newest keys, whichever acquisition it
 	// releases (Redisson's layout), so validity follows the keys left.
-	reads []time.Duration
+	reads []readKey
 	// by is the owner actor of a hold acquired by message (its owner is a
 	// token); nil for a Go caller's, which needs none of it.
 	by *ownerActor
+}
+
+// readKey is one of an owner's read-hold keys: how long it lives (since
+// epoch, less drift), and the fencing token of the grant that wrote it,
+// which the key holds (a re-attempt tells by it whether an earlier attempt
+// rewrote the key: rw_read_acquire.lua).
+type readKey struct {
+	until time.Duration
+	token int64
 }
 
 // ownerActor is the owning actor of a hold acquired by message. A remote
@@ -305,7 +310,7 @@ func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt t
 	h.extend(until)
 	// The renewal extended the read-hold keys it knew of, too.
 	for i := range min(int64(len(h.reads)), h.renewReads) {
-		h.reads[i] = max(h.reads[i], until.Sub(epoch))
+		h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
 	}
 	return true
 }

@@ -204,6 +204,9 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 // or letting waiters try.
 func (a *lockActor) releasedTo(ctx actor.Context, s *releaseStep, d *stepDone) {
 	next := s.next
+	if s.handed.Acquired {
+		a.endIfGone(ctx, next, s.handed, -1)
+	}
 	switch {
 	case s.handed.Acquired && next.answered:
 		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, next.leaseOr(a.env.Watchdog))

@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"slices"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -91,7 +90,10 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 		// In read mode the script set the lock's expiry to the longest
 		// read-hold key left (of any owner: ours are a lower bound), and
 		// nothing renews ours: the hold is valid as long as they are.
-		h.validUntil = slices.Max(h.reads)
+		h.validUntil = 0
+		for _, k := range h.reads {
+			h.validUntil = max(h.validUntil, k.until)
+		}
 	}
 	return false
 }

@@ -81,7 +81,7 @@ func (a *lockActor) run(ctx actor.Context, s step) {
 type attemptStep struct {
 	req   *request
 	seen  int64  // the owner's count when it started
-	last  int64  // the fencing token of the owner's newest grant, if sure (0: not)
+	last  int64  // what tells an earlier attempt's effect: see start (0: nothing)
 	other int64  // read-write lock: the owner's count on the other side when it started
 	wakes uint64 // lockActor.wakes when it started
 
@@ -107,12 +107,19 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	own := strings.HasPrefix(r.owner, a.env.RuntimeID+":")
 	if h != nil {
 		s.seen, s.other = h.counted(r.write()), h.counted(!r.write())
-		if own && !h.tokenUnsure {
-			// Only its own grants move the counter while it holds (an
-			// id given by the caller may be shared with another process
-			// whose grants move it too): the scripts tell by it whether
-			// an earlier attempt took effect.
+		if own {
+			// The scripts tell by it whether an earlier attempt took
+			// effect (an id given by the caller may be shared with
+			// another process, whose grants would fool them): only its
+			// own grants move the counter while it holds an exclusive
+			// lock, and only they write its read-hold keys.
 			s.last = h.token
+			if a.fam.shares() && !r.write() {
+				s.last = 0
+				if n := s.seen; n > 0 && n <= int64(len(h.reads)) {
+					s.last = h.reads[n-1].token
+				}
+			}
 		}
 	}
 	s.wakes = a.wakes

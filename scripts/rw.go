@@ -30,10 +30,11 @@ var (
 	rwForceUnlock  = newScript(rwForceUnlockLua)
 )
 
-// AcquireRead takes or re-enters a read hold (Seen counts read holds).
+// AcquireRead takes or re-enters a read hold (Seen counts read holds; Last
+// is the token of the grant that made read hold number Seen).
 func AcquireRead(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 	return grantScript(ctx, c, rwReadAcquire, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, RWWriteField(a.Owner), RWTimeoutPrefix(a.Name, a.Owner), optCount(a.Seen), ms(a.TokenTTL))
+		ms(a.Lease), a.Owner, RWWriteField(a.Owner), RWTimeoutPrefix(a.Name, a.Owner), optCount(a.Seen), ms(a.TokenTTL), optPositive(a.Last))
 }
 
 // AcquireWrite takes or re-enters the write hold (Seen counts write holds).

@@ -430,8 +430,9 @@ func TestReadHoldValidityFollowsTheKeysLeft(t *testing.T) {
 // as if the first attempt had not run. The runtime then merged the grant
 // into the deleted hold, whose Held never learnt of the break (another
 // owner could have held the lock in between). The retry knows by the
-// fencing counter that the first attempt ran: the old hold ends as lost,
-// and Redis counts the re-entry once.
+// fencing counter (a read: by the token its read-hold key holds) that the
+// first attempt ran: the old hold ends as lost, and Redis counts the
+// re-entry once.
 func TestRetriedReentryAfterADeleteEndsTheOldHold(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
@@ -449,6 +450,7 @@ func TestRetriedReentryAfterADeleteEndsTheOldHold(t *testing.T) {
 		{"lock", func(n string) *actorlock.Lock { return rt.Lock(n) }},
 		{"fair", func(n string) *actorlock.Lock { return rt.FairLock(n) }},
 		{"write", func(n string) *actorlock.Lock { return rt.ReadWriteLock(n).WriteLocker() }},
+		{"read", func(n string) *actorlock.Lock { return rt.ReadWriteLock(n).ReadLocker() }},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			name := "deleted-reentry-" + tc.kind
