@@ -170,9 +170,7 @@ func (f *faults) apply(kind int, delay time.Duration, names []string, desc strin
 		time.Sleep(delay)
 		if kind == fDelayLong {
 			f.mu.Lock()
-			if f.rng.IntN(3) == 0 {
-				f.lossyUntil = time.Now().Add(time.Duration(150+f.rng.IntN(350)) * time.Millisecond)
-			}
+			f.lossyUntil = time.Now().Add(time.Duration(200+f.rng.IntN(800)) * time.Millisecond)
 			f.mu.Unlock()
 		}
 		return err

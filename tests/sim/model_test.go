@@ -68,6 +68,8 @@ type nameState struct {
 	// without their owners, so another owner may get in while the victim's
 	// Done has not closed yet: the watchdog notices within a lease).
 	breaks []interval
+	// lastFault: when a fault last touched a call on this name.
+	lastFault time.Time
 	// deletes: DELs by another client that Redis ran, from when each was
 	// sent to when it returned (the last 16).
 	deletes []interval
@@ -178,12 +180,15 @@ func (v *violation) String() string {
 // model is what the workload knows: every hold it got back, every request
 // in flight, the faults that hit each name.
 type model struct {
-	w     *world
-	mu    sync.Mutex
-	names map[string]*nameState // fixed after setup
-	list  []*nameState
-	seq   uint64
-	byTok map[tokKey]*hold
+	w  *world
+	mu sync.Mutex
+	// lastFault: when a fault last struck every name at once (a killed
+	// connection, a pause, a restart).
+	lastFault time.Time
+	names     map[string]*nameState // fixed after setup
+	list      []*nameState
+	seq       uint64
+	byTok     map[tokKey]*hold
 	// restarts: intervals in which Redis restarted without persistence.
 	restarts []interval
 	// stalls: CLIENT PAUSE WRITE and restarts, each until a lease after.

@@ -166,17 +166,19 @@ func (w *world) stop() { w.cancel() }
 func (w *world) countFault(kind int, names []string, desc string) {
 	w.faultCount[kind].Add(1)
 	w.faultedCalls.Add(1)
-	if len(names) == 0 {
-		return
-	}
 	m := w.model
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(names) == 0 {
+		m.lastFault = time.Now() // a connection killed, Redis paused or restarted: any name
+		return
+	}
 	for _, name := range names {
 		if n := m.names[name]; n != nil {
 			n.record(-1, "fault: %s", desc)
+			n.lastFault = time.Now()
 		}
 	}
-	m.mu.Unlock()
 }
 
 // newRuntime starts the runtime of slot s: a client of its own, whose
