@@ -357,18 +357,25 @@ func TestTinyLeaseIsRefused(t *testing.T) {
 	// lease_ms 5 by message: TestInvalidMessagesGetErrorResponses.
 }
 
+// impatient is a Redis behind a proxy, a client of it, and a runtime with
+// its scripts loaded whose client gives up on a reply after 300 ms.
+func impatient(t *testing.T) (*respProxy, *redis.Client, *actorlock.Runtime) {
+	t.Helper()
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rt := newRuntime(t, rdb)
+	warmScripts(t, rt)
+	return p, client(t, srv.Addr), rt
+}
+
 // The slow path: an acquire whose reply timed out is retried on another
 // connection while the first attempt is still on its way; when the first
 // reaches Redis after the retry, it must not count the hold twice.
 func TestLateFirstAttemptDoesNotCountTwice(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p := startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	impatient := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
-	t.Cleanup(func() { _ = impatient.Close() })
-	rt := newRuntime(t, impatient)
-	warmScripts(t, rt)
+	p, direct, rt := impatient(t)
 	ctx := ctxFor(t, 30*time.Second)
 	const name = "twice"
 	held := p.on(1, holdCommand, time.Second, func(c respCommand) bool { return c.scriptOn(name) && ownerIn(c, rt) != "" })
@@ -435,13 +442,7 @@ func TestReadHoldValidityFollowsTheKeysLeft(t *testing.T) {
 // re-entry once.
 func TestRetriedReentryAfterADeleteEndsTheOldHold(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p := startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	impatient := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
-	t.Cleanup(func() { _ = impatient.Close() })
-	rt := newRuntime(t, impatient)
-	warmScripts(t, rt)
+	p, direct, rt := impatient(t)
 	ctx := ctxFor(t, 30*time.Second)
 	for _, tc := range []struct {
 		kind string

@@ -371,22 +371,21 @@ func (m *model) brokenSince(n *nameState, t time.Time) bool {
 
 // breakName records a force-unlock or DEL of name over [from, to].
 func (m *model) breakName(n *nameState, from, to time.Time) {
-	m.mu.Lock()
-	n.breaks = append(n.breaks, interval{from, to})
-	if len(n.breaks) > 16 {
-		n.breaks = n.breaks[len(n.breaks)-16:]
-	}
-	m.mu.Unlock()
+	m.keepLast(&n.breaks, interval{from, to})
 }
 
 // deleted records a DEL of n that Redis ran between from and to.
 func (m *model) deleted(n *nameState, from, to time.Time) {
+	m.keepLast(&n.deletes, interval{from, to})
+}
+
+// keepLast appends iv to list, keeping the last 16.
+func (m *model) keepLast(list *[]interval, iv interval) {
 	m.mu.Lock()
-	n.deletes = append(n.deletes, interval{from, to})
-	if len(n.deletes) > 16 {
-		n.deletes = n.deletes[len(n.deletes)-16:]
+	defer m.mu.Unlock()
+	if *list = append(*list, iv); len(*list) > 16 {
+		*list = (*list)[len(*list)-16:]
 	}
-	m.mu.Unlock()
 }
 
 // exempt: a hold granted across a break or a restart may overlap an older
