@@ -517,3 +517,59 @@ func TestWriteDeletedUnderADowngradeEndsTheWriteHold(t *testing.T) {
 	require.Eventually(t, func() bool { return rdb.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
 		"nothing is left held")
 }
+
+// A re-entry whose grant comes back after its caller has gone (its ctx
+// ended) is given back; if that grant shows the owner's hold was gone
+// (deleted under it), the old hold must end as lost all the same, not live
+// on as if the re-entry had never run.
+func TestLateReentryGrantAfterADeleteEndsTheOldHold(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := impatient(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "late-reentry-after-delete"
+	old, err := rt.Lock(name).Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, direct.Del(ctx, name).Err())
+	late := p.on(1, delayReply, 250*time.Millisecond, func(c respCommand) bool { return c.scriptOn(name) && ownerIn(c, rt) != "" })
+	short, cancel := context.WithTimeout(old.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err = rt.Lock(name).Acquire(short)
+	require.Error(t, err, "the caller left before the grant came back")
+	await(t, late.hits, time.Second, "the re-entry's attempt")
+	select {
+	case <-old.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the deleted hold's Done stayed open")
+	}
+	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+	require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the late grant was given back")
+}
+
+// A re-entry whose outcome stays unknown (no reply to any try) cannot tell
+// whether the owner's hold was still there, or was deleted and its attempt
+// started a fresh one that would pass for it: the old hold ends as lost,
+// and both are given back.
+func TestReentryWithAnUnknownOutcomeEndsTheOldHold(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := impatient(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "unknown-reentry"
+	old, err := rt.Lock(name).Acquire(ctx)
+	require.NoError(t, err)
+	dropped := p.on(4, dropReply, 0, func(c respCommand) bool {
+		keys, _, ok := c.script()
+		return ok && len(keys) == 2 && keys[0] == name && ownerIn(c, rt) != "" // lock_acquire: 2 keys
+	})
+	_, err = rt.Lock(name).Acquire(old.Context())
+	require.Error(t, err, "no try of the re-entry was answered")
+	await(t, dropped.hits, time.Second, "the re-entry's tries")
+	select {
+	case <-old.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the old hold's Done stayed open")
+	}
+	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+	require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
+		"both the old hold and the re-entry's were given back")
+}
