@@ -28,6 +28,10 @@ type ownerActor struct {
 	// earlier step (a retried release's) is not taken for this one's.
 	pendingID string
 	lost      atomic.Int64 // LockLost messages received
+	// lostBefore: lost when the last answer was passed on (read after
+	// receiving it): a LockLost after an answer comes after it, the
+	// runtime sending both in order.
+	lostBefore int64
 }
 
 // Steps a worker sends its owner actor.
@@ -80,6 +84,7 @@ func (a *ownerActor) Receive(c actor.Context) {
 
 func (a *ownerActor) answer(m any, id string) {
 	if a.pending != nil && id == a.pendingID {
+		a.lostBefore = a.lost.Load()
 		a.pending <- m
 		a.pending = nil
 	}
@@ -177,7 +182,7 @@ func (wk *worker) byMessage() {
 			// The client did not see that answer and sends the same
 			// request again: the same grant, unless it was lost since
 			// (then a LockLost came first, and this is a new grant).
-			lost := oa.lost.Load()
+			lost := oa.lostBefore // as r was passed on
 			again, _ := step(msgAcquire{req: proto.Clone(req).(*messages.AcquireRequest)}, "message acquire again").(*messages.AcquireResponse)
 			if again == nil || !again.Acquired {
 				break
