@@ -59,6 +59,13 @@ func (a *lockActor) lateGrant(ctx actor.Context, r *request, g scripts.Grant, le
 	a.headReady = true
 }
 
+// abandonHold ends h as lost while Redis may still count its holds, and
+// gives them back.
+func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reason string) {
+	a.lost(ctx, h, why, reason)
+	a.giveBackHold(h)
+}
+
 // giveBackHold gives back the holds of h, which was declared lost while
 // Redis may still count them.
 func (a *lockActor) giveBackHold(h *hold) {

@@ -485,8 +485,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 				// them): the old hold is lost, and given back after the
 				// attempt's undo (which goes first, as it is queued
 				// later: see first).
-				a.lost(ctx, h, LossRenewalFailed, "a re-entry's outcome stayed unknown (Redis did not answer), so whether the hold was still there cannot be told")
-				a.giveBackHold(h)
+				a.abandonHold(ctx, h, LossRenewalFailed, "a re-entry's outcome stayed unknown (Redis did not answer), so whether the hold was still there cannot be told")
 			}
 			a.giveBack(r.owner, r.write(), 1, s.seen+1, r.leaseOr(a.env.Watchdog))
 			a.leaveIfQueued(r, true)

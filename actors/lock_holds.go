@@ -268,8 +268,7 @@ func (a *lockActor) expireHolds(ctx actor.Context) {
 			if h.watchdogs > 0 {
 				why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
 			}
-			a.lost(ctx, h, why, reason)
-			a.giveBackHold(h)
+			a.abandonHold(ctx, h, why, reason)
 		}
 	}
 	a.armValidity()
