@@ -465,12 +465,7 @@ func TestRetriedReentryAfterADeleteEndsTheOldHold(t *testing.T) {
 			// first (then it holds once).
 			again, err := tc.lock(name).Acquire(old.Context())
 			await(t, dropped.hits, time.Second, "the first attempt, whose reply was dropped")
-			select {
-			case <-old.Done():
-			case <-time.After(time.Second):
-				t.Fatal("the deleted hold's Done stayed open")
-			}
-			assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+			endsLost(t, old, time.Second, "the deleted hold's Done stayed open")
 			if err != nil {
 				require.ErrorIs(t, err, actorlock.ErrLost)
 			} else {
@@ -481,8 +476,7 @@ func TestRetriedReentryAfterADeleteEndsTheOldHold(t *testing.T) {
 				assert.Equal(t, "1", direct.HGet(ctx, name, field).Val(), "the re-entry counted once")
 				require.NoError(t, again.Unlock(ctx))
 			}
-			require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
-				"nothing is left held")
+			emptied(t, ctx, direct, name, "nothing is left held")
 		})
 	}
 }
@@ -503,19 +497,13 @@ func TestWriteDeletedUnderADowngradeEndsTheWriteHold(t *testing.T) {
 	// The read's ctx descends from the write hold's, which ends as lost:
 	// Acquire may return that (giving the grant back).
 	h, err := rw.ReadLocker().Acquire(old.Context())
-	select {
-	case <-old.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("the deleted write hold's Done stayed open")
-	}
-	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+	endsLost(t, old, 3*time.Second, "the deleted write hold's Done stayed open")
 	if err != nil {
 		require.ErrorIs(t, err, actorlock.ErrLost)
 	} else {
 		require.NoError(t, h.Unlock(ctx))
 	}
-	require.Eventually(t, func() bool { return rdb.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
-		"nothing is left held")
+	emptied(t, ctx, rdb, name, "nothing is left held")
 }
 
 // A re-entry whose grant comes back after its caller has gone (its ctx
@@ -536,14 +524,8 @@ func TestLateReentryGrantAfterADeleteEndsTheOldHold(t *testing.T) {
 	_, err = rt.Lock(name).Acquire(short)
 	require.Error(t, err, "the caller left before the grant came back")
 	await(t, late.hits, time.Second, "the re-entry's attempt")
-	select {
-	case <-old.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("the deleted hold's Done stayed open")
-	}
-	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
-	require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
-		"the late grant was given back")
+	endsLost(t, old, 3*time.Second, "the deleted hold's Done stayed open")
+	emptied(t, ctx, direct, name, "the late grant was given back")
 }
 
 // A re-entry whose outcome stays unknown (no reply to any try) cannot tell
@@ -564,12 +546,23 @@ func TestReentryWithAnUnknownOutcomeEndsTheOldHold(t *testing.T) {
 	_, err = rt.Lock(name).Acquire(old.Context())
 	require.Error(t, err, "no try of the re-entry was answered")
 	await(t, dropped.hits, time.Second, "the re-entry's tries")
+	endsLost(t, old, 3*time.Second, "the old hold's Done stayed open")
+	emptied(t, ctx, direct, name, "both the old hold and the re-entry's were given back")
+}
+
+// endsLost requires h's Done to close within d, with ErrLost.
+func endsLost(t *testing.T, h *actorlock.Held, d time.Duration, stayedOpen string) {
+	t.Helper()
 	select {
-	case <-old.Done():
-	case <-time.After(3 * time.Second):
-		t.Fatal("the old hold's Done stayed open")
+	case <-h.Done():
+	case <-time.After(d):
+		t.Fatal(stayedOpen)
 	}
-	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
-	require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond,
-		"both the old hold and the re-entry's were given back")
+	assert.ErrorIs(t, h.Err(), actorlock.ErrLost)
+}
+
+// emptied requires name to leave Redis within 5 s.
+func emptied(t *testing.T, ctx context.Context, rdb *redis.Client, name, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond, what)
 }
