@@ -31,6 +31,27 @@ type probeEnv struct {
 	full  *actorlock.Runtime // as a user with every grant: holds what rt waits for
 	admin *redis.Client      // the default user, to observe
 	name  string             // the probe's own name
+	user  string             // rt's user
+}
+
+// refused reports, once it happens, that Redis refused e.user for reason
+// (ACL LOG); false if ctx ends first.
+func (e probeEnv) refused(ctx context.Context, reason string) bool {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		log, _ := readACLLog(ctx, e.admin)
+		for _, d := range log {
+			if d.User == e.user && d.Reason == reason {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // aclProbes has a probe for every grant: without the grant, the probe's
@@ -43,13 +64,22 @@ var aclProbes = map[string]aclProbe{
 	"&redisson_*": lockUnlock, "+publish": lockUnlock, "+get": latchCount,
 	"+del": lockUnlock, "+hget": lockUnlock,
 	"+subscribe": func(ctx context.Context, e probeEnv) error {
-		// A waiter subscribes to the unlock channel.
+		// A waiter subscribes to the unlock channel. It gives up once Redis
+		// has refused that: a fixed short wait could end, on a loaded
+		// machine, before the subscription was tried.
 		h, err := e.full.Lock(e.name).Acquire(ctx)
 		if err != nil {
 			return err
 		}
-		_, err = e.rt.Lock(e.name).Acquire(ctx, actorlock.WaitTime(300*time.Millisecond))
-		if errors.Is(err, actorlock.ErrNotAcquired) {
+		wctx, giveUp := context.WithCancel(ctx)
+		defer giveUp()
+		go func() {
+			if e.refused(wctx, "channel") {
+				giveUp()
+			}
+		}()
+		_, err = e.rt.Lock(e.name).Acquire(wctx, actorlock.WaitTime(10*time.Second))
+		if errors.Is(err, actorlock.ErrNotAcquired) || errors.Is(err, context.Canceled) {
 			err = nil
 		}
 		return errors.Join(err, h.Unlock(ctx))
@@ -302,7 +332,7 @@ func probeGrant(t *testing.T, g string, srv *redisserver.Server, admin *redis.Cl
 	rt := newRuntime(t, urlClient(t, "redis", srv.Addr, user, password, nil), actorlock.WithLogger(logger),
 		actorlock.WithRuntimeRecord(false))
 	ctx := ctxFor(t, 20*time.Second)
-	err := aclProbes[g](ctx, probeEnv{t: t, rt: rt, full: full, admin: admin, name: "probe:" + g})
+	err := aclProbes[g](ctx, probeEnv{t: t, rt: rt, full: full, admin: admin, name: "probe:" + g, user: user})
 
 	// Redis refused exactly what the grant allows.
 	want := aclDenial{User: user, Reason: "command", Object: strings.TrimPrefix(g, "+")}
