@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,139 @@ type faults struct {
 	pubsubSlowUntil time.Time
 	// lossyUntil: until then, half the replies are lost.
 	lossyUntil time.Time
+	// aims: faults a scenario aims at chosen calls (scenario_test.go).
+	aims []*aim
+}
+
+// aim is a fault aimed at the calls a scenario chooses, where drawn faults
+// would meet them too rarely: the next left calls that match get kind.
+type aim struct {
+	match func(c scriptCall) bool
+	kind  int
+	delay time.Duration
+	left  int
+	// hits: when each hit call's outcome was handed back to the runtime.
+	hits chan time.Time
+}
+
+// scriptCall is an EVALSHA as the hook sees it: the script's name, its
+// keys and arguments.
+type scriptCall struct {
+	script     string
+	keys, argv []string
+}
+
+func scriptCallOf(c redis.Cmder) (scriptCall, bool) {
+	args := c.Args()
+	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") {
+		return scriptCall{}, false
+	}
+	nkeys, err := strconv.Atoi(fmt.Sprint(args[2]))
+	if err != nil || 3+nkeys > len(args) {
+		return scriptCall{}, false
+	}
+	sc := scriptCall{script: scriptName(fmt.Sprint(args[1]))}
+	for i, a := range args[3:] {
+		if i < nkeys {
+			sc.keys = append(sc.keys, fmt.Sprint(a))
+		} else {
+			sc.argv = append(sc.argv, fmt.Sprint(a))
+		}
+	}
+	return sc, true
+}
+
+// aimAt arms a; unaim disarms it.
+func (f *faults) aimAt(a *aim) *aim {
+	a.hits = make(chan time.Time, 64)
+	f.mu.Lock()
+	f.aims = append(f.aims, a)
+	f.mu.Unlock()
+	return a
+}
+
+func (f *faults) unaim(a *aim) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, b := range f.aims {
+		if b == a {
+			f.aims = append(f.aims[:i], f.aims[i+1:]...)
+			return
+		}
+	}
+}
+
+// aimed is the aim that hits one of cmds (a pipeline's), and which, or nil.
+func (f *faults) aimed(cmds ...redis.Cmder) (*aim, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.aims) == 0 || !f.w.faultsOn.Load() {
+		return nil, 0
+	}
+	for i, c := range cmds {
+		sc, ok := scriptCallOf(c)
+		if !ok {
+			continue
+		}
+		for _, a := range f.aims {
+			if a.left > 0 && a.match(sc) {
+				a.left--
+				return a, i
+			}
+		}
+	}
+	return nil, 0
+}
+
+// spares reports that one of cmds touches a name a scenario is running on
+// (its hash, or a key of its {name} slot): drawn faults spare those calls,
+// so that the scenario's check can hold them to its exact bounds.
+func (f *faults) spares(cmds ...redis.Cmder) bool {
+	m := f.w.model
+	if m.sparing.Load() == 0 {
+		return false
+	}
+	for _, c := range cmds {
+		for _, a := range c.Args() {
+			s, ok := a.(string)
+			if !ok {
+				continue
+			}
+			if i := strings.IndexByte(s, '{'); i >= 0 {
+				if j := strings.IndexByte(s[i:], '}'); j > 0 {
+					s = s[i+1 : i+j]
+				}
+			}
+			if n := m.names[s]; n != nil && n.spared.Load() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hitAimed runs cmds (run) with a's fault on cmds[i] alone: its reply lost
+// (it ran), or late. A late reply holds the whole pipeline, as it would on
+// the wire; a lost one fails that command only, as the runtime sees a
+// script's outcome per command.
+func (f *faults) hitAimed(a *aim, cmds []redis.Cmder, i int, run func() error) error {
+	names, desc := f.namesOf(cmds[i])
+	f.w.countAimed(a.kind, names, fmt.Sprintf("aimed %s %v on [%s]", faultNames[a.kind], a.delay, desc))
+	err := run()
+	switch a.kind {
+	case fLostReply:
+		cmds[i].SetErr(readTimeoutError())
+		if len(cmds) == 1 {
+			err = cmds[i].Err()
+		}
+	case fDelay:
+		time.Sleep(a.delay)
+	}
+	select {
+	case a.hits <- time.Now():
+	default:
+	}
+	return err
 }
 
 func newFaults(w *world, slot int, seed uint64, readTimeout time.Duration) *faults {
@@ -203,6 +337,12 @@ func (f *faults) DialHook(next redis.DialHook) redis.DialHook {
 func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		f.w.calls.Add(1)
+		if a, _ := f.aimed(cmd); a != nil {
+			return f.hitAimed(a, []redis.Cmder{cmd}, 0, func() error { return next(ctx, cmd) })
+		}
+		if f.spares(cmd) {
+			return next(ctx, cmd)
+		}
 		kind, delay := f.draw()
 		var names []string
 		var desc string
@@ -216,6 +356,12 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		f.w.calls.Add(int64(len(cmds)))
+		if a, i := f.aimed(cmds...); a != nil {
+			return f.hitAimed(a, cmds, i, func() error { return next(ctx, cmds) })
+		}
+		if f.spares(cmds...) {
+			return next(ctx, cmds)
+		}
 		kind, delay := f.draw()
 		var names []string
 		var desc string

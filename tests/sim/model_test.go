@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorlock/actorlock"
@@ -62,6 +63,12 @@ type event struct {
 type nameState struct {
 	name string
 	kind int
+	// scenario: kept for scenarios (scenario_test.go), which take it in
+	// turn (busy); the random workload leaves it alone.
+	scenario bool
+	busy     atomic.Bool
+	// spared: drawn faults spare its calls (faults.spares).
+	spared atomic.Bool
 	// holds the model believes may be held (Done not seen yet).
 	holds map[uint64]*hold
 	// breaks: force-unlocks and DELs by another client (they end holds
@@ -186,9 +193,11 @@ type model struct {
 	// connection, a pause, a restart).
 	lastFault time.Time
 	names     map[string]*nameState // fixed after setup
-	list      []*nameState
-	seq       uint64
-	byTok     map[tokKey]*hold
+	// sparing: how many names are spared now (a fast path for the hook).
+	sparing atomic.Int32
+	list    []*nameState
+	seq     uint64
+	byTok   map[tokKey]*hold
 	// restarts: intervals in which Redis restarted without persistence.
 	restarts []interval
 	// stalls: CLIENT PAUSE WRITE and restarts, each until a lease after.
@@ -225,8 +234,8 @@ func newModel(w *world) *model {
 	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}, byInvariant: map[string]int{}, firstOf: map[string]*violation{}}
 }
 
-func (m *model) addName(name string, kind int) {
-	n := &nameState{name: name, kind: kind, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
+func (m *model) addName(name string, kind int, scenario bool) {
+	n := &nameState{name: name, kind: kind, scenario: scenario, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
 		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}}
 	m.names[name] = n
 	m.list = append(m.list, n)

@@ -85,6 +85,10 @@ func (r *result) add(o *result) {
 	r.calls += o.calls
 	r.faulted += o.faulted
 	r.closes += o.closes
+	for k := range r.scenarios {
+		r.scenarios[k][0] += o.scenarios[k][0]
+		r.scenarios[k][1] += o.scenarios[k][1]
+	}
 	for k := range r.faultKinds {
 		r.faultKinds[k] += o.faultKinds[k]
 	}

@@ -29,12 +29,13 @@ const (
 	opClose              // a runtime closed mid-run (config.closeEvery)
 	opUnlockTwice        // Unlock again at once after one whose ctx ended first
 	opMessage            // an owner actor acquiring by message (Runtime.PID)
+	opScenario           // a scenario aimed at a past defect's shape (scenario_test.go)
 	nOps
 )
 
-var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message"}
+var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message", "scenario"}
 
-var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4}
+var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4, opScenario: 1}
 
 const maxHolds = 3
 
@@ -104,6 +105,9 @@ func (wk *worker) pickName(kinds ...int) *nameState {
 	list := wk.w.model.list
 	for {
 		n := list[wk.rng.IntN(len(list))]
+		if n.scenario {
+			continue
+		}
 		if len(kinds) == 0 {
 			return n
 		}
@@ -200,6 +204,8 @@ func (wk *worker) do(op int) {
 		wk.tiny()
 	case opMessage:
 		wk.byMessage()
+	case opScenario:
+		wk.scenario()
 	}
 }
 
@@ -261,18 +267,13 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 	}
 	ctx, cancel := context.WithTimeout(base, ctxTimeout)
 	defer cancel()
-	m.opStart(n, field)
 	started := time.Now()
-	id := m.begin(wk.id, opNames[op]+" "+n.name, n.name, bound)
-	var h *actorlock.Held
-	var err error
-	if try {
-		h, err = l.TryAcquire(ctx, opts...)
-	} else {
-		h, err = l.Acquire(ctx, opts...)
-	}
-	m.end(id)
-	m.opEnd(n, field)
+	h, err := wk.tracked(n, field, opNames[op], bound, func() (*actorlock.Held, error) {
+		if try {
+			return l.TryAcquire(ctx, opts...)
+		}
+		return l.Acquire(ctx, opts...)
+	})
 	desc := fmt.Sprintf("%s%s ctx %v opts %d", opNames[op], map[bool]string{true: " write", false: ""}[write], ctxTimeout, len(opts))
 	if parent != nil {
 		desc += fmt.Sprintf(" (re-entry of %s token %d)", short(parent.owner), parent.h.Token())
@@ -313,6 +314,18 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 	}
 	_ = leased
 	wk.holds = append(wk.holds, hd)
+}
+
+// tracked runs acquire as a request of field (its owner, "" if not known
+// yet) on n that must be answered within bound.
+func (wk *worker) tracked(n *nameState, field, what string, bound time.Duration, acquire func() (*actorlock.Held, error)) (*actorlock.Held, error) {
+	m := wk.w.model
+	m.opStart(n, field)
+	id := m.begin(wk.id, what+" "+n.name, n.name, bound)
+	h, err := acquire()
+	m.end(id)
+	m.opEnd(n, field)
+	return h, err
 }
 
 // unlockOne releases one of the worker's holds or groups, in one of the

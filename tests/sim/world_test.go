@@ -148,7 +148,9 @@ type world struct {
 	calls        atomic.Int64
 	faultedCalls atomic.Int64
 	ops          atomic.Int64
-	faultCount   [nFaultKinds]atomic.Int64
+	// scenarios: started, and judged (no fault on the way), by kind.
+	scenarios, judged [2]atomic.Int64
+	faultCount        [nFaultKinds]atomic.Int64
 }
 
 // slot is a runtime position; Close mid-run replaces its runtime (gen+1).
@@ -177,6 +179,21 @@ func (w *world) countFault(kind int, names []string, desc string) {
 		if n := m.names[name]; n != nil {
 			n.record(-1, "fault: %s", desc)
 			n.lastFault = time.Now()
+		}
+	}
+}
+
+// countAimed counts a fault a scenario aimed, and records it in the
+// histories of the names it touched, without moving their lastFault.
+func (w *world) countAimed(kind int, names []string, desc string) {
+	w.faultCount[kind].Add(1)
+	w.faultedCalls.Add(1)
+	m := w.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, name := range names {
+		if n := m.names[name]; n != nil {
+			n.record(-1, "fault: %s", desc)
 		}
 	}
 }
@@ -231,6 +248,7 @@ type result struct {
 	faulted    int64
 	faultKinds [nFaultKinds]int64
 	closes     int
+	scenarios  [2][2]int64 // by kind: started, judged
 	known      int
 }
 
@@ -242,9 +260,10 @@ func (r *result) String() string {
 			kinds = append(kinds, fmt.Sprintf("%s %d", faultNames[k], n))
 		}
 	}
-	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes",
+	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes; scenarios judged/started: give-back %d/%d, fair line %d/%d",
 		r.elapsed.Seconds(), r.ops, float64(r.ops)/min, r.calls, r.faulted, 100*float64(r.faulted)/max(float64(r.calls), 1),
-		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes)
+		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes,
+		r.scenarios[scGiveBack][1], r.scenarios[scGiveBack][0], r.scenarios[scFairLine][1], r.scenarios[scFairLine][0])
 }
 
 // runWorld runs one simulation and returns what it found.
@@ -264,7 +283,12 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	prefix := fmt.Sprintf("sim%d", c.seed)
 	for i := 0; i < c.names; i++ {
 		k := i % 3
-		w.model.addName(fmt.Sprintf("%s:%s:%d", prefix, kindNames[k], i), k)
+		w.model.addName(fmt.Sprintf("%s:%s:%d", prefix, kindNames[k], i), k, false)
+	}
+	for i := 0; i < scenarioNames; i++ {
+		for _, k := range []int{kLock, kFair} {
+			w.model.addName(fmt.Sprintf("%s:scenario:%s:%d", prefix, kindNames[k], i), k, true)
+		}
 	}
 	for i := 0; i < c.runtimes; i++ {
 		s := &slot{idx: i}
@@ -311,6 +335,9 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	w.faultsOn.Store(false)
 	wg.Wait()
 	res.ops = w.ops.Load()
+	for k := range res.scenarios {
+		res.scenarios[k] = [2]int64{w.scenarios[k].Load(), w.judged[k].Load()}
+	}
 	res.calls, res.faulted = w.calls.Load(), w.faultedCalls.Load()
 	for k := range res.faultKinds {
 		res.faultKinds[k] = w.faultCount[k].Load()

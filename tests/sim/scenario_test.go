@@ -1,0 +1,338 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock"
+)
+
+// Scenarios are sequences the random workload reaches too rarely: each
+// aims faults at the calls of one shape a past defect had (issue 23's
+// defects 1 and 6), on a name kept for scenarios, and judges what follows
+// with a check its sequence makes exact. The model follows their requests
+// and holds like any other, so every general check applies too. A drawn
+// fault or a global one (a killed connection, a pause, a restart, a Close)
+// on the way means the scenario judges nothing: its check assumes none.
+
+// scenarioNames is how many names of each kind scenarios share.
+const scenarioNames = 1
+
+// The scenarios, for their counts (world.scenarios).
+const (
+	scGiveBack = iota
+	scFairLine
+)
+
+func (wk *worker) scenario() {
+	if wk.rng.IntN(2) == 0 {
+		wk.giveBackMeetsAHandOff()
+	} else {
+		wk.fairLineAfterADelete()
+	}
+}
+
+// reserve takes a scenario name of kind that no other scenario is using,
+// and spares it drawn faults, or returns nil; free gives it back.
+func (m *model) reserve(kind int) *nameState {
+	for _, n := range m.list {
+		if n.scenario && n.kind == kind && n.busy.CompareAndSwap(false, true) {
+			n.spared.Store(true)
+			m.sparing.Add(1)
+			return n
+		}
+	}
+	return nil
+}
+
+func (m *model) free(n *nameState) {
+	n.spared.Store(false)
+	m.sparing.Add(-1)
+	n.busy.Store(false)
+}
+
+// faultless reports that nothing since from can excuse a scenario's
+// outcome: no fault on n (drawn ones spare it; one would be a harness
+// error), no restart (it wipes every hold), and, if stalls, no CLIENT
+// PAUSE WRITE (it holds every script up to a lease). Killed connections
+// and slow pub/sub count for nothing here: a call they fail is retried,
+// and a queue place outlives a failed refresh.
+func (m *model) faultless(n *nameState, from time.Time, stalls bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n.lastFault.After(from) {
+		return false
+	}
+	windows := m.restarts
+	if stalls {
+		windows = m.stalls
+	}
+	for _, iv := range windows {
+		if iv.to.After(from) {
+			return false
+		}
+	}
+	return true
+}
+
+// acquired registers a hold a scenario got (nil for an error).
+func (wk *worker) acquired(n *nameState, gen int, h *actorlock.Held, err error, what string) *hold {
+	m := wk.w.model
+	if err != nil {
+		m.mu.Lock()
+		n.record(wk.id, "%s -> %s", what, errKind(err))
+		m.mu.Unlock()
+		return nil
+	}
+	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, false, false)
+	m.mu.Lock()
+	// WithOwner ids: see acquire.
+	m.taint(n, hd.field, time.Now())
+	m.mu.Unlock()
+	return hd
+}
+
+// outcome is what an acquisition of a scenario returned.
+type outcome struct {
+	hd  *hold // nil if err
+	err error
+}
+
+// acquireAsync runs a tracked acquisition of l (a WithOwner handle) in the
+// background.
+func (wk *worker) acquireAsync(ctx context.Context, n *nameState, gen int, l *actorlock.Lock, what string, wait time.Duration, opts ...actorlock.AcquireOption) <-chan outcome {
+	c := wk.w.cfg
+	out := make(chan outcome, 1)
+	bound := wait + c.callTimeout + c.tol
+	wk.w.ops.Add(1)
+	go func() {
+		h, err := wk.tracked(n, l.Owner(), what, bound, func() (*actorlock.Held, error) {
+			return l.Acquire(ctx, append(opts, actorlock.WaitTime(wait))...)
+		})
+		out <- outcome{wk.acquired(n, gen, h, err, what), err}
+	}()
+	return out
+}
+
+// arg is argv[i], or "" past its end.
+func arg(argv []string, i int) string {
+	if i < len(argv) {
+		return argv[i]
+	}
+	return ""
+}
+
+// release unlocks what a scenario still holds.
+func (wk *worker) release(n *nameState, holds ...*hold) {
+	for _, hd := range holds {
+		if hd != nil {
+			for i := 0; i < 3 && !wk.unlock(hd); i++ {
+				wk.w.ops.Add(1)
+			}
+			wk.w.ops.Add(1)
+		}
+	}
+}
+
+// slotNow is the worker's runtime, its generation and its fault hook.
+func (wk *worker) slotNow() (*actorlock.Runtime, int, *faults) {
+	wk.s.mu.RLock()
+	defer wk.s.mu.RUnlock()
+	return wk.s.rt, wk.s.gen, wk.s.f
+}
+
+// giveBackMeetsAHandOff: issue 23's defect 1. Owner B's grant comes back
+// after its lease, so the runtime gives it back; that give-back's replies
+// are lost (it ran; it is retried). Meanwhile owner A of the same runtime
+// takes the lock and releases it: the release may hand the lock to B only
+// once B's give-back is settled, or the give-back's retry, finding B's count
+// of 1 again, deletes B's new hold. The check: B's hold, granted after A's
+// Unlock began, is in Redis while its Held is live, until its lease from
+// that moment is nearly over.
+func (wk *worker) giveBackMeetsAHandOff() {
+	m, c := wk.w.model, wk.w.cfg
+	rt, gen, f := wk.slotNow()
+	// Short, as the late reply holds up the pipeline it is in (other
+	// names' calls too), yet long enough to see B's hold deleted within
+	// it (give-backs are retried after 100 ms).
+	const lease = 600 * time.Millisecond
+	// The late reply must come back, not time out.
+	if f.readTimeout < lease+time.Second {
+		return
+	}
+	n := m.reserve(kLock)
+	if n == nil {
+		return
+	}
+	defer m.free(n)
+	wk.w.scenarios[scGiveBack].Add(1)
+	a := fmt.Sprintf("sim-sc-s%d-g%d-w%d-a", wk.s.idx, gen, wk.id)
+	b := fmt.Sprintf("sim-sc-s%d-g%d-w%d-b", wk.s.idx, gen, wk.id)
+	start := time.Now()
+	late := f.aimAt(&aim{kind: fDelay, delay: lease + 200*time.Millisecond, left: 1, match: func(sc scriptCall) bool {
+		return sc.script == "lock_acquire" && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == b
+	}})
+	defer f.unaim(late)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	bc := wk.acquireAsync(ctx, n, gen, rt.Lock(n.name, actorlock.WithOwner(b)), "scenario give-back: B", 8*time.Second, actorlock.LeaseTime(lease))
+	var hb *hold
+	defer func() { wk.release(n, hb) }()
+	select {
+	case <-late.hits:
+	case o := <-bc:
+		hb = o.hd
+		return
+	}
+	// The late grant is being given back: lose that give-back's replies.
+	undo := f.aimAt(&aim{kind: fLostReply, left: 1000, match: func(sc scriptCall) bool {
+		return sc.script == "lock_unlock" && arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == b && arg(sc.argv, 4) != ""
+	}})
+	defer f.unaim(undo)
+	select {
+	case <-undo.hits:
+	case <-time.After(c.callTimeout):
+		hb = (<-bc).hd
+		return
+	}
+	wk.w.ops.Add(2) // A's TryAcquire and Unlock
+	tctx, tcancel := context.WithTimeout(ctx, time.Second)
+	h, err := wk.tracked(n, a, "scenario give-back: A try", time.Second+c.callTimeout+c.tol, func() (*actorlock.Held, error) {
+		return rt.Lock(n.name, actorlock.WithOwner(a)).TryAcquire(tctx)
+	})
+	tcancel()
+	ha := wk.acquired(n, gen, h, err, "scenario give-back: A try")
+	if ha == nil {
+		f.unaim(undo)
+		hb = (<-bc).hd
+		return
+	}
+	unlockFrom := time.Now()
+	err = wk.unlockCall(n, ha, 2*time.Second, "scenario give-back: A unlock")
+	f.unaim(undo)
+	hb = (<-bc).hd
+	if err != nil || hb == nil {
+		return
+	}
+	// Redis counts B's grant from its script, after A's release began (B
+	// held nothing before: its give-back was out): B's hold is there
+	// until lease after unlockFrom at the earliest, unless a fault broke
+	// in. Its Held, live, says so too.
+	if !m.faultless(n, start, false) {
+		return
+	}
+	wk.w.judged[scGiveBack].Add(1)
+	deadline := unlockFrom.Add(lease - 150*time.Millisecond)
+	for {
+		v, err := wk.w.admin.HGet(ctx, n.name, b).Result()
+		if time.Now().After(deadline) || (err != nil && !errors.Is(err, redis.Nil)) {
+			return
+		}
+		if v == "" && !doneNow(hb) && hb.h.Err() == nil && m.faultless(n, start, false) {
+			m.mu.Lock()
+			m.fail("a Held not Done is held in Redis by its owner", n, []string{a, b},
+				"B's hold (token %d, lease %v), granted after A's Unlock began %.3fs ago, is missing from Redis while its Done is open (A's release handed the lock to B while B's give-back was out?)",
+				hb.h.Token(), lease, time.Since(unlockFrom).Seconds())
+			m.mu.Unlock()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fairLineAfterADelete: issue 23's defect 6. Owner R holds a fair lock; X
+// of the same runtime waits, in the Redis queue. Another client deletes
+// the lock (its queue stays), and R acquires again at once as itself,
+// before its runtime can know: R's hold is gone, so it must queue behind
+// X. The check: X, first in line for a free lock, is granted before R (at
+// the latest when its re-check at R's lease comes), not left waiting out
+// its wait time while R is served ahead of it or nobody is.
+func (wk *worker) fairLineAfterADelete() {
+	m, c := wk.w.model, wk.w.cfg
+	rt, gen, _ := wk.slotNow()
+	n := m.reserve(kFair)
+	if n == nil {
+		return
+	}
+	defer m.free(n)
+	wk.w.scenarios[scFairLine].Add(1)
+	r := fmt.Sprintf("sim-sc-s%d-g%d-w%d-r", wk.s.idx, gen, wk.id)
+	x := fmt.Sprintf("sim-sc-s%d-g%d-w%d-x", wk.s.idx, gen, wk.id)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lock := func(owner string) *actorlock.Lock { return rt.FairLock(n.name, actorlock.WithOwner(owner)) }
+	hr := (<-wk.acquireAsync(ctx, n, gen, lock(r), "scenario fair line: R", 2*time.Second)).hd
+	if hr == nil {
+		return
+	}
+	defer wk.release(n, hr)
+	const wait = 6 * time.Second
+	xc := wk.acquireAsync(ctx, n, gen, lock(x), "scenario fair line: X", wait)
+	queue := "redisson_lock_queue:{" + n.name + "}"
+	for !slices.Contains(wk.w.admin.LRange(ctx, queue, 0, -1).Val(), x) {
+		select {
+		case o := <-xc:
+			wk.release(n, o.hd)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	from := time.Now()
+	err := wk.w.admin.Del(ctx, n.name).Err()
+	if err == nil {
+		m.deleted(n, from, time.Now())
+	}
+	m.breakName(n, from, time.Now().Add(c.callTimeout))
+	m.mu.Lock()
+	n.record(wk.id, "scenario fair line: DEL by another client -> %s", errKind(err))
+	m.mu.Unlock()
+	if err != nil {
+		wk.release(n, (<-xc).hd)
+		return
+	}
+	rc := wk.acquireAsync(ctx, n, gen, lock(r), "scenario fair line: R again", wait)
+	// X's re-check comes at R's lease at the latest (R's hold was renewed
+	// to at most a lease before X's attempt); tol for a loaded machine.
+	bound := c.maxLease() + c.tol
+	var ox, oR outcome
+	xDone, rDone := false, false
+	rFirst := false
+	select {
+	case ox = <-xc:
+		xDone = true
+	case oR = <-rc:
+		rDone, rFirst = true, oR.err == nil
+	case <-time.After(time.Until(from.Add(bound))):
+	}
+	late := !xDone && !rFirst
+	judged := m.faultless(n, from, true)
+	// Let each go as soon as it is granted, so that the other can be.
+	if !xDone {
+		if rDone {
+			wk.release(n, oR.hd)
+		}
+		ox = <-xc
+	}
+	wk.release(n, ox.hd)
+	if !rDone {
+		oR = <-rc
+	}
+	wk.release(n, oR.hd)
+	// A Close mid-run answers both with ErrClosed.
+	if !judged || errors.Is(ox.err, actorlock.ErrClosed) || errors.Is(oR.err, actorlock.ErrClosed) {
+		return
+	}
+	wk.w.judged[scFairLine].Add(1)
+	if rFirst || late || ox.err != nil {
+		m.mu.Lock()
+		m.fail("a fair lock serves its queue in order", n, []string{x, r},
+			"X, first in the Redis queue when the lock was deleted, was not granted within %v (R's lease; X's re-check is due then): R, queued behind it, was served first: %v; X got %s after %.3fs",
+			bound, rFirst, errKind(ox.err), time.Since(from).Seconds())
+		m.mu.Unlock()
+	}
+}
