@@ -174,11 +174,15 @@ func TestSentinelFailoverClientsServeEveryPrimitive(t *testing.T) {
 		return err == nil && addr[1] == strconv.Itoa(replica.Port)
 	}, 20*time.Second, 100*time.Millisecond, "Sentinel promotes the replica")
 	promoted := time.Now()
+	// No bound is promised for this (docs/production.md): go-redis's
+	// failover client must first learn the new master from Sentinel, which
+	// took over 10 s once on a machine running two CPU-bound processes
+	// beside the suite.
 	if !assert.Eventually(t, func() bool {
 		n, err := client(t, replica.Addr).PubSubNumSub(ctx, "redisson_lock__channel:{across}").Result()
 		return err == nil && n["redisson_lock__channel:{across}"] == 1
-	}, 10*time.Second, 20*time.Millisecond, "the waiter re-subscribed on the promoted master") {
-		// Seen once under load, not reproduced since: say what each side saw.
+	}, 20*time.Second, 20*time.Millisecond, "the waiter re-subscribed on the promoted master") {
+		// Say what each side saw.
 		rc := client(t, replica.Addr)
 		t.Logf("promoted master's pub/sub clients: %q", rc.ClientList(ctx).Val())
 		t.Logf("promoted master's channels: %q", rc.PubSubChannels(ctx, "*").Val())

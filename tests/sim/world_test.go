@@ -165,35 +165,30 @@ type slot struct {
 
 func (w *world) stop() { w.cancel() }
 
-func (w *world) countFault(kind int, names []string, desc string) {
+func (w *world) countFault(kind int, names []string, desc string) { w.count(kind, names, desc, true) }
+
+// countAimed counts a fault a scenario aimed, which leaves the names'
+// lastFault alone: the scenario judges what follows it.
+func (w *world) countAimed(kind int, names []string, desc string) { w.count(kind, names, desc, false) }
+
+// count counts a fault and records it in the histories of the names it
+// touched; marks: it moves their lastFault (every name's, if none).
+func (w *world) count(kind int, names []string, desc string, marks bool) {
 	w.faultCount[kind].Add(1)
 	w.faultedCalls.Add(1)
 	m := w.model
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(names) == 0 {
+	if len(names) == 0 && marks {
 		m.lastFault = time.Now() // a connection killed, Redis paused or restarted: any name
 		return
 	}
 	for _, name := range names {
 		if n := m.names[name]; n != nil {
 			n.record(-1, "fault: %s", desc)
-			n.lastFault = time.Now()
-		}
-	}
-}
-
-// countAimed counts a fault a scenario aimed, and records it in the
-// histories of the names it touched, without moving their lastFault.
-func (w *world) countAimed(kind int, names []string, desc string) {
-	w.faultCount[kind].Add(1)
-	w.faultedCalls.Add(1)
-	m := w.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, name := range names {
-		if n := m.names[name]; n != nil {
-			n.record(-1, "fault: %s", desc)
+			if marks {
+				n.lastFault = time.Now()
+			}
 		}
 	}
 }
