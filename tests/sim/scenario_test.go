@@ -56,6 +56,16 @@ func (m *model) free(n *nameState) {
 	n.busy.Store(false)
 }
 
+// take reserves a name of kind for scenario sc (nil if all are busy) and
+// counts the run; owner makes the ids of its owners, one per role.
+func (wk *worker) take(kind, sc, gen int) (n *nameState, owner func(role string) string) {
+	if n = wk.w.model.reserve(kind); n == nil {
+		return nil, nil
+	}
+	wk.w.scenarios[sc].Add(1)
+	return n, func(role string) string { return fmt.Sprintf("sim-sc-s%d-g%d-w%d-%s", wk.s.idx, gen, wk.id, role) }
+}
+
 // faultless reports that nothing since from can excuse a scenario's
 // outcome: no fault on n (drawn ones spare it; one would be a harness
 // error), no restart (it wipes every hold), and, if stalls, no CLIENT
@@ -165,14 +175,12 @@ func (wk *worker) giveBackMeetsAHandOff() {
 	if f.readTimeout < lease+time.Second {
 		return
 	}
-	n := m.reserve(kLock)
+	n, owner := wk.take(kLock, scGiveBack, gen)
 	if n == nil {
 		return
 	}
 	defer m.free(n)
-	wk.w.scenarios[scGiveBack].Add(1)
-	a := fmt.Sprintf("sim-sc-s%d-g%d-w%d-a", wk.s.idx, gen, wk.id)
-	b := fmt.Sprintf("sim-sc-s%d-g%d-w%d-b", wk.s.idx, gen, wk.id)
+	a, b := owner("a"), owner("b")
 	start := time.Now()
 	late := f.aimAt(&aim{kind: fDelay, delay: lease + 200*time.Millisecond, left: 1, match: func(sc scriptCall) bool {
 		return sc.script == "lock_acquire" && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == b
@@ -255,14 +263,12 @@ func (wk *worker) giveBackMeetsAHandOff() {
 func (wk *worker) fairLineAfterADelete() {
 	m, c := wk.w.model, wk.w.cfg
 	rt, gen, _ := wk.slotNow()
-	n := m.reserve(kFair)
+	n, owner := wk.take(kFair, scFairLine, gen)
 	if n == nil {
 		return
 	}
 	defer m.free(n)
-	wk.w.scenarios[scFairLine].Add(1)
-	r := fmt.Sprintf("sim-sc-s%d-g%d-w%d-r", wk.s.idx, gen, wk.id)
-	x := fmt.Sprintf("sim-sc-s%d-g%d-w%d-x", wk.s.idx, gen, wk.id)
+	r, x := owner("r"), owner("x")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lock := func(owner string) *actorlock.Lock { return rt.FairLock(n.name, actorlock.WithOwner(owner)) }
