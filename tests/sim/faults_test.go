@@ -58,6 +58,9 @@ type aim struct {
 	match func(c scriptCall) bool
 	kind  int
 	delay time.Duration
+	// early: the delay comes before the command is sent (a client stalled
+	// before writing), not after it ran.
+	early bool
 	left  int
 	// hits: when each hit call's outcome was handed back to the runtime.
 	hits chan time.Time
@@ -142,21 +145,42 @@ func (f *faults) spares(cmds ...redis.Cmder) bool {
 	}
 	for _, c := range cmds {
 		for _, a := range c.Args() {
-			s, ok := a.(string)
-			if !ok {
-				continue
-			}
-			if i := strings.IndexByte(s, '{'); i >= 0 {
-				if j := strings.IndexByte(s[i:], '}'); j > 0 {
-					s = s[i+1 : i+j]
+			if s, ok := a.(string); ok {
+				if n := m.names[nameIn(s)]; n != nil && n.spared.Load() {
+					return true
 				}
-			}
-			if n := m.names[s]; n != nil && n.spared.Load() {
-				return true
 			}
 		}
 	}
 	return false
+}
+
+// nameIn is the lock name a key or argument s stands for: the name in its
+// {hash tag} when it has one (the queue, latch and counter keys), else s.
+func nameIn(s string) string {
+	if i := strings.IndexByte(s, '{'); i >= 0 {
+		if j := strings.IndexByte(s[i:], '}'); j > 0 {
+			return s[i+1 : i+j]
+		}
+	}
+	return s
+}
+
+// watched runs run and, when it fails with no reply from Redis and no
+// fault injected (a real read timeout on this loaded machine, a call
+// timeout, a connection a Close broke), counts that as a fault on the
+// names of cmds: its command may or may not have run, which excuses what
+// an injected fault excuses.
+func (f *faults) watched(cmds []redis.Cmder, run func() error) func() error {
+	return func() error {
+		err := run()
+		var reply redis.Error
+		if err != nil && !errors.As(err, &reply) {
+			names, desc := f.namesOf(cmds...)
+			f.w.countUnforced(names, fmt.Sprintf("unforced %v on [%s]", err, desc))
+		}
+		return err
+	}
 }
 
 // hitAimed runs cmds (run) with a's fault on cmds[i] alone: its reply lost
@@ -166,14 +190,17 @@ func (f *faults) spares(cmds ...redis.Cmder) bool {
 func (f *faults) hitAimed(a *aim, cmds []redis.Cmder, i int, run func() error) error {
 	names, desc := f.namesOf(cmds[i])
 	f.w.countAimed(a.kind, names, fmt.Sprintf("aimed %s %v on [%s]", faultNames[a.kind], a.delay, desc))
+	if a.early {
+		time.Sleep(a.delay)
+	}
 	err := run()
-	switch a.kind {
-	case fLostReply:
+	switch {
+	case a.kind == fLostReply:
 		cmds[i].SetErr(readTimeoutError())
 		if len(cmds) == 1 {
 			err = cmds[i].Err()
 		}
-	case fDelay:
+	case a.kind == fDelay && !a.early:
 		time.Sleep(a.delay)
 	}
 	select {
@@ -251,8 +278,8 @@ func (f *faults) namesOf(cmds ...redis.Cmder) ([]string, string) {
 		}
 		for j, a := range c.Args() {
 			s := fmt.Sprint(a)
-			if _, known := f.w.model.names[s]; known {
-				out = append(out, s)
+			if _, known := f.w.model.names[nameIn(s)]; known {
+				out = append(out, nameIn(s))
 			}
 			if j == 1 && len(s) == 40 {
 				s = scriptName(s)
@@ -337,11 +364,13 @@ func (f *faults) DialHook(next redis.DialHook) redis.DialHook {
 func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		f.w.calls.Add(1)
+		cmds := []redis.Cmder{cmd}
+		run := f.watched(cmds, func() error { return next(ctx, cmd) })
 		if a, _ := f.aimed(cmd); a != nil {
-			return f.hitAimed(a, []redis.Cmder{cmd}, 0, func() error { return next(ctx, cmd) })
+			return f.hitAimed(a, cmds, 0, run)
 		}
 		if f.spares(cmd) {
-			return next(ctx, cmd)
+			return run()
 		}
 		kind, delay := f.draw()
 		var names []string
@@ -349,18 +378,19 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if kind >= 0 {
 			names, desc = f.namesOf(cmd)
 		}
-		return f.apply(kind, delay, names, desc, func() error { return next(ctx, cmd) }, cmd.SetErr)
+		return f.apply(kind, delay, names, desc, run, cmd.SetErr)
 	}
 }
 
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		f.w.calls.Add(int64(len(cmds)))
+		run := f.watched(cmds, func() error { return next(ctx, cmds) })
 		if a, i := f.aimed(cmds...); a != nil {
-			return f.hitAimed(a, cmds, i, func() error { return next(ctx, cmds) })
+			return f.hitAimed(a, cmds, i, run)
 		}
 		if f.spares(cmds...) {
-			return next(ctx, cmds)
+			return run()
 		}
 		kind, delay := f.draw()
 		var names []string
@@ -370,7 +400,7 @@ func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 			// A pipeline's fault hits every command in it.
 			f.w.faultedCalls.Add(int64(len(cmds) - 1))
 		}
-		return f.apply(kind, delay, names, desc, func() error { return next(ctx, cmds) }, func(err error) {
+		return f.apply(kind, delay, names, desc, run, func(err error) {
 			for _, c := range cmds {
 				c.SetErr(err)
 			}

@@ -157,7 +157,9 @@ func (wk *worker) slotNow() (*actorlock.Runtime, int, *faults) {
 }
 
 // giveBackMeetsAHandOff: issue 23's defect 1. Owner B's grant comes back
-// after its lease, so the runtime gives it back; that give-back's replies
+// after its lease (its reply late, or its command sent late: the lease the
+// runtime counts from its send is over either way), so the runtime gives
+// it back; that give-back's replies
 // are lost (it ran; it is retried). Meanwhile owner A of the same runtime
 // takes the lock and releases it: the release may hand the lock to B only
 // once B's give-back is settled, or the give-back's retry, finding B's count
@@ -167,14 +169,13 @@ func (wk *worker) slotNow() (*actorlock.Runtime, int, *faults) {
 func (wk *worker) giveBackMeetsAHandOff() {
 	m, c := wk.w.model, wk.w.cfg
 	rt, gen, f := wk.slotNow()
-	// Short, as the late reply holds up the pipeline it is in (other
-	// names' calls too), yet long enough to see B's hold deleted within
-	// it (give-backs are retried after 100 ms).
+	// Short, as the delay holds up the pipeline it is in (other names'
+	// calls too), yet long enough to see B's hold deleted within it
+	// (give-backs are retried after 100 ms).
 	const lease = 600 * time.Millisecond
-	// The late reply must come back, not time out.
-	if f.readTimeout < lease+time.Second {
-		return
-	}
+	// A late reply must come back, not time out: with a short read
+	// timeout, the command is sent late instead.
+	early := f.readTimeout < lease+time.Second || wk.rng.IntN(2) == 0
 	n, owner := wk.take(kLock, scGiveBack, gen)
 	if n == nil {
 		return
@@ -182,7 +183,7 @@ func (wk *worker) giveBackMeetsAHandOff() {
 	defer m.free(n)
 	a, b := owner("a"), owner("b")
 	start := time.Now()
-	late := f.aimAt(&aim{kind: fDelay, delay: lease + 200*time.Millisecond, left: 1, match: func(sc scriptCall) bool {
+	late := f.aimAt(&aim{kind: fDelay, delay: lease + 200*time.Millisecond, early: early, left: 1, match: func(sc scriptCall) bool {
 		return sc.script == "lock_acquire" && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == b
 	}})
 	defer f.unaim(late)

@@ -85,6 +85,7 @@ func (r *result) add(o *result) {
 	r.calls += o.calls
 	r.faulted += o.faulted
 	r.closes += o.closes
+	r.unforced += o.unforced
 	for k := range r.scenarios {
 		r.scenarios[k][0] += o.scenarios[k][0]
 		r.scenarios[k][1] += o.scenarios[k][1]

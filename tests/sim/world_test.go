@@ -148,6 +148,8 @@ type world struct {
 	calls        atomic.Int64
 	faultedCalls atomic.Int64
 	ops          atomic.Int64
+	// unforced: calls that failed with no fault injected (countUnforced).
+	unforced atomic.Int64
 	// scenarios: started, and judged (no fault on the way), by kind.
 	scenarios, judged [2]atomic.Int64
 	faultCount        [nFaultKinds]atomic.Int64
@@ -170,6 +172,25 @@ func (w *world) countFault(kind int, names []string, desc string) { w.count(kind
 // countAimed counts a fault a scenario aimed, which leaves the names'
 // lastFault alone: the scenario judges what follows it.
 func (w *world) countAimed(kind int, names []string, desc string) { w.count(kind, names, desc, false) }
+
+// countUnforced counts a call that failed with no fault injected, and
+// marks the names it touched as faulted (every name's, if none).
+func (w *world) countUnforced(names []string, desc string) {
+	w.unforced.Add(1)
+	m := w.model
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(names) == 0 {
+		m.lastFault = time.Now()
+		return
+	}
+	for _, name := range names {
+		if n := m.names[name]; n != nil {
+			n.record(-1, "fault: %s", desc)
+			n.lastFault = time.Now()
+		}
+	}
+}
 
 // count counts a fault and records it in the histories of the names it
 // touched; marks: it moves their lastFault (every name's, if none).
@@ -244,6 +265,7 @@ type result struct {
 	faultKinds [nFaultKinds]int64
 	closes     int
 	scenarios  [2][2]int64 // by kind: started, judged
+	unforced   int64
 	known      int
 }
 
@@ -255,9 +277,9 @@ func (r *result) String() string {
 			kinds = append(kinds, fmt.Sprintf("%s %d", faultNames[k], n))
 		}
 	}
-	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes; scenarios judged/started: give-back %d/%d, fair line %d/%d",
+	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes, %d calls failed unforced; scenarios judged/started: give-back %d/%d, fair line %d/%d",
 		r.elapsed.Seconds(), r.ops, float64(r.ops)/min, r.calls, r.faulted, 100*float64(r.faulted)/max(float64(r.calls), 1),
-		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes,
+		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes, r.unforced,
 		r.scenarios[scGiveBack][1], r.scenarios[scGiveBack][0], r.scenarios[scFairLine][1], r.scenarios[scFairLine][0])
 }
 
@@ -330,6 +352,7 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	w.faultsOn.Store(false)
 	wg.Wait()
 	res.ops = w.ops.Load()
+	res.unforced = w.unforced.Load()
 	for k := range res.scenarios {
 		res.scenarios[k] = [2]int64{w.scenarios[k].Load(), w.judged[k].Load()}
 	}
