@@ -168,14 +168,14 @@ func nameIn(s string) string {
 
 // watched runs run and, when it fails with no reply from Redis and no
 // fault injected (a real read timeout on this loaded machine, a call
-// timeout, a connection a Close broke), counts that as a fault on the
-// names of cmds: its command may or may not have run, which excuses what
-// an injected fault excuses.
+// timeout, a connection a Close broke; the dial hook counts its own
+// refusals), counts that as a fault on the names of cmds: its command may
+// or may not have run, which excuses what an injected fault excuses.
 func (f *faults) watched(cmds []redis.Cmder, run func() error) func() error {
 	return func() error {
 		err := run()
 		var reply redis.Error
-		if err != nil && !errors.As(err, &reply) {
+		if err != nil && !errors.As(err, &reply) && !errors.Is(err, errRefused) {
 			names, desc := f.namesOf(cmds...)
 			f.w.countUnforced(names, fmt.Sprintf("unforced %v on [%s]", err, desc))
 		}
@@ -295,8 +295,11 @@ func (f *faults) namesOf(cmds ...redis.Cmder) ([]string, string) {
 	return out, desc.String()
 }
 
+// errRefused is the cause of every injected dial error.
+var errRefused = errors.New("connect: connection refused (injected)")
+
 func dialError() error {
-	return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused (injected)")}
+	return &net.OpError{Op: "dial", Net: "tcp", Err: errRefused}
 }
 
 func readTimeoutError() error {

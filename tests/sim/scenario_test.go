@@ -27,6 +27,7 @@ const scenarioNames = 1
 const (
 	scGiveBack = iota
 	scFairLine
+	nScenarios
 )
 
 func (wk *worker) scenario() {

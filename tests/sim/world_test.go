@@ -151,7 +151,7 @@ type world struct {
 	// unforced: calls that failed with no fault injected (countUnforced).
 	unforced atomic.Int64
 	// scenarios: started, and judged (no fault on the way), by kind.
-	scenarios, judged [2]atomic.Int64
+	scenarios, judged [nScenarios]atomic.Int64
 	faultCount        [nFaultKinds]atomic.Int64
 }
 
@@ -177,37 +177,32 @@ func (w *world) countAimed(kind int, names []string, desc string) { w.count(kind
 // marks the names it touched as faulted (every name's, if none).
 func (w *world) countUnforced(names []string, desc string) {
 	w.unforced.Add(1)
+	w.mark(names, desc, true)
+}
+
+// count counts an injected fault and marks the names it touched (marks:
+// their lastFault too).
+func (w *world) count(kind int, names []string, desc string, marks bool) {
+	w.faultCount[kind].Add(1)
+	w.faultedCalls.Add(1)
+	w.mark(names, desc, marks)
+}
+
+// mark records a fault in the histories of names; moves: it moves their
+// lastFault (every name's, if none: a connection killed, Redis paused or
+// restarted).
+func (w *world) mark(names []string, desc string, moves bool) {
 	m := w.model
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(names) == 0 {
+	if len(names) == 0 && moves {
 		m.lastFault = time.Now()
 		return
 	}
 	for _, name := range names {
 		if n := m.names[name]; n != nil {
 			n.record(-1, "fault: %s", desc)
-			n.lastFault = time.Now()
-		}
-	}
-}
-
-// count counts a fault and records it in the histories of the names it
-// touched; marks: it moves their lastFault (every name's, if none).
-func (w *world) count(kind int, names []string, desc string, marks bool) {
-	w.faultCount[kind].Add(1)
-	w.faultedCalls.Add(1)
-	m := w.model
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(names) == 0 && marks {
-		m.lastFault = time.Now() // a connection killed, Redis paused or restarted: any name
-		return
-	}
-	for _, name := range names {
-		if n := m.names[name]; n != nil {
-			n.record(-1, "fault: %s", desc)
-			if marks {
+			if moves {
 				n.lastFault = time.Now()
 			}
 		}
@@ -264,7 +259,7 @@ type result struct {
 	faulted    int64
 	faultKinds [nFaultKinds]int64
 	closes     int
-	scenarios  [2][2]int64 // by kind: started, judged
+	scenarios  [nScenarios][2]int64 // by kind: started, judged
 	unforced   int64
 	known      int
 }
