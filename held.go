@@ -22,8 +22,9 @@ type Held struct {
 	token    int64
 	lease    time.Duration
 	ctx      context.Context
-	end      context.CancelCauseFunc
-	unlockID string // every Unlock attempt of this Held reuses it
+	track    *holdTrack
+	valid    *actors.Validity // the hold's validity deadline, as the runtime moves it
+	unlockID string           // every Unlock attempt of this Held reuses it
 
 	mu         sync.Mutex
 	unlocked   bool
@@ -52,6 +53,30 @@ func (h *Held) Token() int64 { return h.token }
 // Lease is the lease granted: the watchdog lease (renewed while held) or the
 // LeaseTime asked for.
 func (h *Held) Lease() time.Duration { return h.lease }
+
+// ValidUntil is the time until which the runtime counts this hold as held:
+// before it, Redis cannot have let another owner in, whatever the network
+// or Redis did meanwhile (short of the faults docs/guarantees.md calls
+// unsafe). The watchdog moves it on with each renewal; a LeaseTime hold's
+// is its lease from when the acquisition was sent, less a drift allowance.
+// Once the hold ends (unlocked, lost, closed) it is no later than that
+// moment. Check it right before a side effect the lock protects, with the
+// time the effect needs:
+//
+//	if time.Until(held.ValidUntil()) < writeTimeout { return errTooLate }
+//
+// It is a local deadline: a process paused past it (a long GC stop, a
+// suspended VM) may still act after it, which only a fencing token (Token)
+// passed to the guarded resource stops.
+func (h *Held) ValidUntil() time.Time {
+	until := h.valid.Until()
+	if ended := h.track.endedAt.Load(); ended != 0 {
+		if t := time.Unix(0, ended); t.Before(until) {
+			return t
+		}
+	}
+	return until
+}
 
 // Done is closed when the hold ends: after Unlock, or when the lock is lost
 // (Err then wraps ErrLost) or the runtime closes (ErrClosed). It closes

@@ -116,7 +116,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (hel
 	}
 	h := &Held{
 		lock: l, owner: owner, id: cmd.ID, token: res.Token, lease: res.HolderTTL,
-		ctx: heldCtx, end: track.end, unlockID: rt.actors.NewRequestID(),
+		ctx: heldCtx, track: track, valid: res.Valid, unlockID: rt.actors.NewRequestID(),
 	}
 	track.started(h, obs.kind, time.Since(obs.start))
 	return h, nil

@@ -45,6 +45,7 @@ type AcquireResult struct {
 	Token     int64
 	HoldCount int64
 	HolderTTL time.Duration // when not acquired: the holder's remaining lease
+	Valid     *Validity     // when acquired: the hold's validity deadline
 	Err       error
 }
 

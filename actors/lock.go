@@ -637,7 +637,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	}
 	a.syncRenewal(h)
 	a.armValidity()
-	a.answer(ctx, r, AcquireResult{Token: g.Token, HoldCount: g.HoldCount, HolderTTL: lease})
+	a.answer(ctx, r, AcquireResult{Token: g.Token, HoldCount: g.HoldCount, HolderTTL: lease, Valid: &h.valid})
 	// Requests of this owner still queued are re-entries now.
 	for e := a.queue.fifo.Front(); e != nil; {
 		next := e.Next()

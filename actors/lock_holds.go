@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -21,11 +22,13 @@ type hold struct {
 	// fencing counter holds until someone is granted the lock again (a
 	// release's retry tells by it whether the owner re-entered since).
 	token      int64
-	grants     []*grant      // acquisitions not yet released (a release under way included), oldest first
-	watchdogs  int           // grants renewed by the watchdog
-	gen        uint64        // renewal registration; 0: none
-	renewReads int64         // read count the registration carries
-	validUntil time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
+	grants     []*grant // acquisitions not yet released (a release under way included), oldest first
+	watchdogs  int      // grants renewed by the watchdog
+	gen        uint64   // renewal registration; 0: none
+	renewReads int64    // read count the registration carries
+	// valid is the hold's validity deadline, shared with the Helds of its
+	// grants (Held.ValidUntil).
+	valid Validity
 	// reads (read-write lock) is how long each of the owner's read-hold
 	// keys lives, key n at n-1 (since epoch, less drift): once the write
 	// and the other reads are released, they alone keep the lock alive,
@@ -145,9 +148,31 @@ func (h *hold) from() *actor.PID {
 }
 
 func (h *hold) extend(until time.Time) {
-	if at := until.Sub(epoch); at > h.validUntil {
-		h.validUntil = at
+	if at := until.Sub(epoch); at > h.validUntil() {
+		h.valid.set(at)
 	}
+}
+
+// validUntil is the hold's validity deadline, since epoch (timer.go).
+func (h *hold) validUntil() time.Duration { return h.valid.at() }
+
+// Validity is a hold's local validity deadline as the runtime holds it:
+// before it, Redis cannot let another owner in (the deadline is when the
+// last confirmed acquisition or renewal was sent, plus the lease, less
+// Drift). The lock actor moves it (or the manager, for a dormant name);
+// the Helds of the hold's grants read it. Kept since epoch (timer.go):
+// 8 bytes per held name.
+type Validity struct{ until atomic.Int64 }
+
+func (v *Validity) at() time.Duration    { return time.Duration(v.until.Load()) }
+func (v *Validity) set(at time.Duration) { v.until.Store(int64(at)) }
+
+// Until is the deadline as a time; the zero time for a nil Validity.
+func (v *Validity) Until() time.Time {
+	if v == nil {
+		return time.Time{}
+	}
+	return epoch.Add(v.at())
 }
 
 // localTTL is how long a local holder's hold stays valid, for a TryAcquire
@@ -155,7 +180,7 @@ func (h *hold) extend(until time.Time) {
 func (a *lockActor) localTTL() time.Duration {
 	ttl := time.Duration(-1)
 	for h := range a.holds.all {
-		ttl = max(ttl, h.validUntil-since(), 0)
+		ttl = max(ttl, h.validUntil()-since(), 0)
 	}
 	return ttl
 }
@@ -263,7 +288,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 func (a *lockActor) expireHolds(ctx actor.Context) {
 	now := since()
 	for h := range a.holds.all {
-		if now >= h.validUntil {
+		if now >= h.validUntil() {
 			why, reason := LossLocalDeadline, "the lease expired"
 			if h.watchdogs > 0 {
 				why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
@@ -290,8 +315,8 @@ func (a *lockActor) armValidity() {
 func (s *holdSet) earliest() time.Duration {
 	earliest := time.Duration(-1)
 	for h := range s.all {
-		if earliest < 0 || h.validUntil < earliest {
-			earliest = h.validUntil
+		if earliest < 0 || h.validUntil() < earliest {
+			earliest = h.validUntil()
 		}
 	}
 	return earliest

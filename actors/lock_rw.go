@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"time"
 
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
@@ -90,10 +91,11 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 		// In read mode the script set the lock's expiry to the longest
 		// read-hold key left (of any owner: ours are a lower bound), and
 		// nothing renews ours: the hold is valid as long as they are.
-		h.validUntil = 0
+		var until time.Duration
 		for _, k := range h.reads {
-			h.validUntil = max(h.validUntil, k.until)
+			until = max(until, k.until)
 		}
+		h.valid.set(until)
 	}
 	return false
 }
