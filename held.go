@@ -119,7 +119,7 @@ func (h *Held) Unlock(ctx context.Context) (err error) {
 	fresh := !h.unlockSent
 	h.unlockSent = true
 	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Fresh: fresh, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
+		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
 	}, nil, nil)
 	if err == nil {
 		err = res.Err

@@ -149,7 +149,7 @@ func (l *Lock) giveBack(won actors.AcquireResult, cmd *actors.Acquire) {
 	ctx, cancel := context.WithTimeout(context.Background(), rt.actors.CallTimeout())
 	defer cancel()
 	_, _ = ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Fresh: true, Reply: reply}
+		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Reply: reply}
 	}, nil, nil)
 }
 

@@ -71,10 +71,6 @@ type grant struct {
 	write    bool                    // read-write lock: a write hold
 	lease    time.Duration           // as granted
 	end      context.CancelCauseFunc // Go callers: ends the Held's context
-	// unlocking is what the first release of this grant expected in Redis,
-	// kept once that release failed (its outcome may be unknown): a retry
-	// must judge by what the first attempt saw, not by holds granted since.
-	unlocking *releaseBasis
 	// release is this grant's release under way: queued, in flight, or
 	// failed and waiting to be tried again (releaseFailed); nil: none.
 	// The grant stays in its hold meanwhile: the owner holds it until Redis
@@ -123,10 +119,6 @@ func (h *hold) findNewest(match func(*grant) bool) *grant {
 	}
 	return nil
 }
-
-// releaseBasis is the owner's count and newest token as a release found
-// them when it started (scripts.UnlockArgs.Expect and Counter).
-type releaseBasis struct{ expect, counter int64 }
 
 // counted is the count of the holds r's kind adds to.
 func (h *hold) counted(write bool) int64 {
@@ -248,11 +240,6 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 	if g.ended == nil {
 		g.ended = cause
 	}
-	if g.release != nil {
-		// A failed release waiting to be tried again has nothing left to
-		// do: its owner's work is settled now, not when its timer fires.
-		a.retried(g.release)
-	}
 	if g.end != nil {
 		g.end(cause)
 	}
@@ -272,8 +259,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	reads, writes := a.fam.allHolds(h)
 	for i, n := range [2]int64{reads, writes} {
 		if n > 0 {
-			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n, requestID: a.env.NewRequestID(),
-				basis: releaseBasis{expect: h.counted(i == 1), counter: h.token}})
+			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n})
 		}
 	}
 	h.grants, h.watchdogs = nil, 0
