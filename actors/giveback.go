@@ -75,7 +75,10 @@ func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reas
 }
 
 // giveBackHold gives back the holds of h, which was declared lost while
-// Redis may still count them.
+// Redis may still count them: as many as its grants here, while Redis
+// counts what was last seen. An owner id given with WithOwner may be held
+// through other runtimes too (Redis counts their holds with ours): theirs
+// are not ours to give back.
 func (a *lockActor) giveBackHold(h *hold) {
 	lease := a.env.Watchdog
 	for _, g := range h.grants {
@@ -83,11 +86,11 @@ func (a *lockActor) giveBackHold(h *hold) {
 			lease = g.lease
 		}
 	}
-	if h.count > 0 {
-		a.giveBack(h.owner, false, h.count, h.count, lease)
+	if n := h.granted(false, nil); h.count > 0 && n > 0 {
+		a.giveBack(h.owner, false, n, h.count, lease)
 	}
-	if h.writes > 0 {
-		a.giveBack(h.owner, true, h.writes, h.writes, lease)
+	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
+		a.giveBack(h.owner, true, n, h.writes, lease)
 	}
 }
 

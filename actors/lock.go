@@ -118,8 +118,6 @@ type family interface {
 	unheld(h *hold, n int64, write bool) bool
 	// forceEnds reports whether a forced unlock of that side ends h.
 	forceEnds(h *hold, write bool) bool
-	// allHolds is what releasing everything of h releases, per side.
-	allHolds(h *hold) (reads, writes int64)
 }
 
 // familyKey is the key of the actor serving k: the read and write sides of

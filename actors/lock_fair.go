@@ -80,8 +80,6 @@ func (fair) unheld(h *hold, n int64, _ bool) bool {
 
 func (fair) forceEnds(*hold, bool) bool { return true }
 
-func (fair) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
-
 // ---- giving up a place -------------------------------------------------------
 
 // leaveOverdue ends the wait of a fair waiter's answer for its leave

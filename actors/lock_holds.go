@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -126,6 +127,19 @@ func (h *hold) counted(write bool) int64 {
 		return h.writes
 	}
 	return h.count
+}
+
+// granted is how many grants of h are on that side (a read-write lock's
+// write side, else its reads or the only side), leaving out the one whose
+// release is in flight (except: none).
+func (h *hold) granted(write bool, except step) int64 {
+	var n int64
+	for _, g := range h.grants {
+		if g.write == write && (except == nil || g.release == nil || step(g.release) != except) {
+			n++
+		}
+	}
+	return n
 }
 
 // byMessage reports whether h was acquired by message.
@@ -256,7 +270,13 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 			s.replies = nil
 		}
 	}
-	reads, writes := a.fam.allHolds(h)
+	// Our grants only, but for a release in flight, which releases its own:
+	// an owner id given with WithOwner may be held through other runtimes
+	// too, and Redis counts their holds with ours.
+	reads, writes := h.granted(false, a.inflight), h.granted(true, a.inflight)
+	if mutant.On(14) {
+		reads, writes = h.count, h.writes
+	}
 	for i, n := range [2]int64{reads, writes} {
 		if n > 0 {
 			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n})

@@ -63,10 +63,6 @@ func (reentrant) unheld(h *hold, n int64, _ bool) bool {
 
 func (reentrant) forceEnds(*hold, bool) bool { return true }
 
-// allHolds: the whole count, at least one (a departed owner's count may not
-// be known here; the script releases whatever it has).
-func (reentrant) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
-
 // heldByOther reports whether an owner other than r's holds the lock here.
 func heldByOther(holds *holdSet, r *request) bool {
 	for h := range holds.all {

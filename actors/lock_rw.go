@@ -108,8 +108,6 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 // unlock the read holds.
 func (readWrite) forceEnds(h *hold, write bool) bool { return (h.writes > 0) == write }
 
-func (readWrite) allHolds(h *hold) (reads, writes int64) { return h.count, h.writes }
-
 func upgradeError() error {
 	return sentinel.With(ErrNotAcquired, ErrUpgrade)
 }

@@ -21,6 +21,7 @@ var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
 // (B), 10 a grant overlapping its owner's give-back (C), 11 a release guard
 // that its attempts outlive (D), 12 a local fair order that differs from
 // the Redis queue (E), 13 a fair place that outlives a dead waiter by its
-// whole wait (F). Mutant 3 (a retried unlock misjudged) is, since the
+// whole wait (F), 14 a give-back of a WithOwner id held through two
+// runtimes that releases the other's holds too (finding W). Mutant 3 (a retried unlock misjudged) is, since the
 // guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active == n }
