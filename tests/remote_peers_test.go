@@ -1,0 +1,147 @@
+package tests
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/internal/redisserver"
+)
+
+// Remote peers (child processes over protoactor remote, as in
+// remote_test.go) that send what they should not: a Terminated naming
+// another peer's actor, requests straight to the runtime's internal actors,
+// RenewResponses to another owner's keeper; and a waiter whose connection
+// breaks. Not parallel: one remote per process (see remote_test.go).
+
+// internalIDs are the ids of the actors of rt's system but its entry
+// points (the manager and the named PID): what a peer could address by
+// guessing (protoactor's ids are sequential).
+func internalIDs(t *testing.T, rt *actorlock.Runtime) string {
+	t.Helper()
+	var ids []string
+	for _, bucket := range rt.ActorSystem().ProcessRegistry.LocalPIDs.LocalPIDs {
+		ids = append(ids, bucket.Keys()...)
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id == rt.PID().Id || id == rt.NamedPID().Id })
+	require.True(t, slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, "guardian") }),
+		"a supervision guardian among them (protoactor panicked on a message to one)")
+	return strings.Join(ids, ",")
+}
+
+// expectLine waits for a line of w that match accepts, and returns it.
+func expectLine(t *testing.T, w *worker, within time.Duration, what string, match func(string) bool) string {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case line, ok := <-w.lines:
+			require.True(t, ok, "worker exited before %s", what)
+			if match(line) {
+				return line
+			}
+			t.Logf("worker: %s", line)
+		case <-deadline:
+			t.Fatalf("%s: not within %v", what, within)
+		}
+	}
+}
+
+// startWaiting has a remote waiter wait for an item of "wait-q" and a
+// permit of "wait-sem", and returns once both waits reached their actors.
+func startWaiting(t *testing.T, rt *actorlock.Runtime, w *worker) (addr, id string) {
+	t.Helper()
+	pid := strings.Fields(w.expect(t, "WAITER ", 10*time.Second))
+	require.Len(t, pid, 2)
+	require.Eventually(t, func() bool {
+		st, err := rt.Stats(context.Background())
+		return err == nil && st.PrimitiveActors >= 2
+	}, 5*time.Second, 10*time.Millisecond, "the queue's and the semaphore's actors wait")
+	time.Sleep(200 * time.Millisecond) // and their waits began
+	return pid[0], pid[1]
+}
+
+// feedWaits offers the item and the permit the waiter waits for, and
+// checks that it gets both (asking again if a wait was answered meanwhile),
+// and that nothing was lost or taken twice.
+func feedWaits(t *testing.T, rt *actorlock.Runtime, w *worker) {
+	t.Helper()
+	ctx := ctxFor(t, 10*time.Second)
+	require.NoError(t, rt.BlockingQueue("wait-q").Offer(ctx, []byte("item")))
+	require.NoError(t, rt.Semaphore("wait-sem").Release(ctx, 1))
+	var took, acquired bool
+	for !took || !acquired {
+		line := expectLine(t, w, 5*time.Second, "the item and the permit", func(l string) bool {
+			return strings.HasPrefix(l, "TAKE ") || strings.HasPrefix(l, "SEM ")
+		})
+		f := strings.Fields(line)
+		switch {
+		case f[0] == "TAKE" && f[2] == "true":
+			assert.Equal(t, "item", f[4])
+			took = true
+		case f[0] == "SEM" && f[2] == "true":
+			acquired = true
+		default:
+			// Answered without it: never silently dropped, and the
+			// waiter asks again.
+			assert.Equal(t, "ERROR_CODE_CANCELED", f[3], line)
+		}
+	}
+	n, err := rt.BlockingQueue("wait-q").Len(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the item was taken once")
+	avail, err := rt.Semaphore("wait-sem").Available(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, avail, "the permit was acquired once")
+}
+
+// A peer forges the waiter's Terminated to every actor of the runtime: a
+// wait of a remote actor is not dropped for it (the waiter would wait for
+// ever); it goes on, or is answered and the waiter asks again.
+func TestRemoteForgedTerminatedDropsNoWait(t *testing.T) {
+	srv, _, rt := remoteSetup(t, 2*time.Second)
+	w := spawn(t, "remote-waiter", remoteEnv(srv, rt, map[string]string{"QUEUE_NAME": "wait-q", "SEM_NAME": "wait-sem", "RESEND": "1"}))
+	addr, id := startWaiting(t, rt, w)
+	f := spawn(t, "remote-forger", remoteEnv(srv, rt, map[string]string{
+		"FORGE": "terminated", "TARGET_IDS": internalIDs(t, rt), "VICTIM_ADDR": addr, "VICTIM_ID": id,
+	}))
+	f.expect(t, "DONE", 10*time.Second)
+	time.Sleep(500 * time.Millisecond) // the Terminateds arrive
+	feedWaits(t, rt, w)
+}
+
+// The connection to a waiter's node breaks (a real Terminated, for the
+// node's address): its waits are not dropped unanswered either. The
+// runtime tells it, dialling its node again; the waiter asks again.
+func TestRemoteWaiterWhoseConnectionBrokeIsAnswered(t *testing.T) {
+	srv, _, rt := remoteSetup(t, 2*time.Second)
+	port, err := redisserver.FreePort()
+	require.NoError(t, err)
+	toWaiter := startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	w := spawn(t, "remote-waiter", remoteEnv(srv, rt, map[string]string{
+		"QUEUE_NAME": "wait-q", "SEM_NAME": "wait-sem", "RESEND": "1",
+		"NODE_PORT": strconv.Itoa(port), "NODE_ADVERTISED": toWaiter.Addr(),
+	}))
+	startWaiting(t, rt, w)
+	toWaiter.Break()
+	// The runtime learns that its connection broke (protoactor's endpoint
+	// ends: a Terminated for the node's actors) and answers the waits.
+	answered := map[string]bool{}
+	for len(answered) < 2 {
+		line := expectLine(t, w, 10*time.Second, "both waits answered", func(l string) bool {
+			return strings.HasPrefix(l, "TAKE t1 ") || strings.HasPrefix(l, "SEM s1 ")
+		})
+		assert.Contains(t, line, "ERROR_CODE_CANCELED")
+		answered[strings.Fields(line)[0]] = true
+	}
+	feedWaits(t, rt, w)
+}
+
