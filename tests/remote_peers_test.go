@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/remoting"
 )
 
 // Remote peers (child processes over protoactor remote, as in
@@ -145,3 +146,64 @@ func TestRemoteWaiterWhoseConnectionBrokeIsAnswered(t *testing.T) {
 	feedWaits(t, rt, w)
 }
 
+// A peer forges RenewResponses to another owner's keeper, whose runtime
+// no longer answers: the keeper must not take them for confirmations (its
+// owner would believe it held the lock for the forged lease), and tells its
+// owner the lock is lost when the lease (2 s) is over.
+func TestRemoteKeeperIgnoresForgedRenewResponses(t *testing.T) {
+	srv, _, rt := remoteSetup(t, 2*time.Second)
+	k := spawn(t, "remote-keeper", remoteEnv(srv, rt, map[string]string{
+		"KEEP_RUNTIME_ADDR": rt.RemoteAddress(), "KEEP_RUNTIME_ID": "nobody",
+	}))
+	pid := strings.Fields(k.expect(t, "KEEPER ", 10*time.Second))
+	require.Len(t, pid, 2)
+	k.expect(t, "KEPT", time.Second)
+	kept := time.Now()
+	spawn(t, "remote-forger", remoteEnv(srv, rt, map[string]string{
+		"FORGE": "renew-response", "KEEPER_ADDR": pid[0], "KEEPER_ID": pid[1],
+	}))
+	k.expect(t, "LOST ", 5*time.Second)
+	told := time.Since(kept)
+	t.Logf("the keeper told its owner %v after the Keep (lease 2 s)", told)
+	assert.Less(t, told, 2*time.Second+200*time.Millisecond)
+}
+
+// An owner acquires with a fixed lease (lease_ms 2 s, never renewed in
+// Redis) under a 20 s watchdog lease, then is cut off from the runtime: its
+// keeper must tell it the lock is lost before Redis lets anyone else in,
+// not a watchdog lease later.
+func TestRemoteOwnerWithAFixedLeaseIsToldBeforeTheLockIsFree(t *testing.T) {
+	const lease, watchdog = 2 * time.Second, 20 * time.Second
+	port, err := redisserver.FreePort()
+	require.NoError(t, err)
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	toRuntime := startCutProxy(t, listen)
+	srv, rdb, rt := setup(t, actorlock.WithWatchdog(watchdog),
+		remoting.WithRemote(remoting.Config{Addr: listen, AdvertisedAddr: toRuntime.Addr()}))
+	ownerPort, err := redisserver.FreePort()
+	require.NoError(t, err)
+	toOwner := startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ownerPort)))
+	w := spawn(t, "remote-owner", remoteEnv(srv, rt, map[string]string{
+		"LOCK_NAME": "remote-fixed", "LEASE_MS": strconv.Itoa(int(lease.Milliseconds())),
+		"NODE_PORT": strconv.Itoa(ownerPort), "NODE_ADVERTISED": toOwner.Addr()}))
+	g := acquired(t, w)
+	assert.Equal(t, lease, g.ttl)
+	time.Sleep(lease / 2) // a renewal confirmed (every lease/3); cut after it
+	toRuntime.Cut()
+	toOwner.Cut()
+	lostAt := make(chan time.Time, 1)
+	go func() {
+		line := w.expect(t, "LOST ", watchdog)
+		assert.Contains(t, line, "keeper", "told by its own keeper")
+		lostAt <- time.Now()
+	}()
+	freed := waitFree(t, rdb, "remote-fixed", lease+time.Second)
+	var told time.Time
+	select {
+	case told = <-lostAt:
+	case <-time.After(time.Second):
+		t.Fatalf("the owner was not told within a second of the lock being free (%v after its grant)", freed.Sub(g.at))
+	}
+	t.Logf("the owner was told %v before the lock was free", freed.Sub(told))
+	assert.False(t, told.After(freed.Add(100*time.Millisecond)), "told no later than the lock was free")
+}
