@@ -146,6 +146,53 @@ func TestRemoteWaiterWhoseConnectionBrokeIsAnswered(t *testing.T) {
 	feedWaits(t, rt, w)
 }
 
+// A peer that learned the PIDs of the runtime's internal actors sends them
+// requests straight: none is served (each is refused), so none escapes the
+// key prefix (a tenant's keys), the payload bound or the minimum lease.
+func TestRemoteRequestsToInternalActorsAreRefused(t *testing.T) {
+	srv, rdb, rt := remoteSetup(t, 2*time.Second, actorlock.WithKeyPrefix("app:"))
+	ctx := ctxFor(t, 30*time.Second)
+	require.NoError(t, rdb.RPush(ctx, "other:secret", "another tenant's item").Err())
+	// Live internal actors of every kind: a lock actor, a semaphore's, a
+	// queue's and a delayed queue's mover.
+	held, err := rt.Lock("L").Acquire(ctx)
+	require.NoError(t, err)
+	bq := rt.BlockingQueue("q")
+	go func() { _, _ = bq.Take(ctx) }()
+	dq := rt.DelayedQueue("dq")
+	defer dq.Close()
+	require.NoError(t, dq.Offer(ctx, []byte("later"), time.Hour))
+	sem := rt.Semaphore("s")
+	go func() { _ = sem.Acquire(ctx, 1) }()
+	require.Eventually(t, func() bool {
+		st, err := rt.Stats(ctx)
+		return err == nil && st.PrimitiveActors >= 2 && st.DelayedQueueMovers >= 1
+	}, 5*time.Second, 10*time.Millisecond)
+
+	f := spawn(t, "remote-forger", remoteEnv(srv, rt, map[string]string{
+		"FORGE": "direct", "TARGET_IDS": internalIDs(t, rt), "LOCK_NAME": "app:L",
+	}))
+	replies := 0
+	for _, line := range f.untilDone(t, 60*time.Second) {
+		t.Logf("forger: %s", line)
+		if rest, ok := strings.CutPrefix(line, "REPLY "); ok {
+			replies++
+			assert.Contains(t, rest, "ERROR_CODE_INVALID_ARGUMENT", "a request straight to an internal actor: %s", rest)
+		}
+	}
+	assert.Positive(t, replies, "the internal actors answer (refusing)")
+	require.NoError(t, held.Unlock(ctx))
+	keys, err := rdb.Keys(ctx, "*").Result()
+	require.NoError(t, err)
+	for _, k := range keys {
+		if k == "other:secret" || strings.HasPrefix(k, "actorlock_runtime:") { // the workers' runtimes'
+			continue
+		}
+		assert.True(t, strings.HasPrefix(k, "app:") || strings.Contains(k, "{app:"), "key %q outside the runtime's prefix", k)
+	}
+	assert.Equal(t, []string{"another tenant's item"}, rdb.LRange(ctx, "other:secret", 0, -1).Val(), "another tenant's item stays")
+}
+
 // A peer forges RenewResponses to another owner's keeper, whose runtime
 // no longer answers: the keeper must not take them for confirmations (its
 // owner would believe it held the lock for the forged lease), and tells its
