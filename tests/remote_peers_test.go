@@ -14,7 +14,6 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
-	"github.com/actorlock/actorlock/remoting"
 )
 
 // Remote peers (child processes over protoactor remote, as in
@@ -36,24 +35,6 @@ func internalIDs(t *testing.T, rt *actorlock.Runtime) string {
 	require.True(t, slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, "guardian") }),
 		"a supervision guardian among them (protoactor panicked on a message to one)")
 	return strings.Join(ids, ",")
-}
-
-// expectLine waits for a line of w that match accepts, and returns it.
-func expectLine(t *testing.T, w *worker, within time.Duration, what string, match func(string) bool) string {
-	t.Helper()
-	deadline := time.After(within)
-	for {
-		select {
-		case line, ok := <-w.lines:
-			require.True(t, ok, "worker exited before %s", what)
-			if match(line) {
-				return line
-			}
-			t.Logf("worker: %s", line)
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, within)
-		}
-	}
 }
 
 // startWaiting has a remote waiter wait for an item of "wait-q" and a
@@ -80,7 +61,7 @@ func feedWaits(t *testing.T, rt *actorlock.Runtime, w *worker) {
 	require.NoError(t, rt.Semaphore("wait-sem").Release(ctx, 1))
 	var took, acquired bool
 	for !took || !acquired {
-		line := expectLine(t, w, 5*time.Second, "the item and the permit", func(l string) bool {
+		line := w.expectLine(t, 5*time.Second, "the item and the permit", func(l string) bool {
 			return strings.HasPrefix(l, "TAKE ") || strings.HasPrefix(l, "SEM ")
 		})
 		f := strings.Fields(line)
@@ -137,7 +118,7 @@ func TestRemoteWaiterWhoseConnectionBrokeIsAnswered(t *testing.T) {
 	// ends: a Terminated for the node's actors) and answers the waits.
 	answered := map[string]bool{}
 	for len(answered) < 2 {
-		line := expectLine(t, w, 10*time.Second, "both waits answered", func(l string) bool {
+		line := w.expectLine(t, 10*time.Second, "both waits answered", func(l string) bool {
 			return strings.HasPrefix(l, "TAKE t1 ") || strings.HasPrefix(l, "SEM s1 ")
 		})
 		assert.Contains(t, line, "ERROR_CODE_CANCELED")
@@ -221,23 +202,13 @@ func TestRemoteKeeperIgnoresForgedRenewResponses(t *testing.T) {
 // not a watchdog lease later.
 func TestRemoteOwnerWithAFixedLeaseIsToldBeforeTheLockIsFree(t *testing.T) {
 	const lease, watchdog = 2 * time.Second, 20 * time.Second
-	port, err := redisserver.FreePort()
-	require.NoError(t, err)
-	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	toRuntime := startCutProxy(t, listen)
-	srv, rdb, rt := setup(t, actorlock.WithWatchdog(watchdog),
-		remoting.WithRemote(remoting.Config{Addr: listen, AdvertisedAddr: toRuntime.Addr()}))
-	ownerPort, err := redisserver.FreePort()
-	require.NoError(t, err)
-	toOwner := startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ownerPort)))
-	w := spawn(t, "remote-owner", remoteEnv(srv, rt, map[string]string{
-		"LOCK_NAME": "remote-fixed", "LEASE_MS": strconv.Itoa(int(lease.Milliseconds())),
-		"NODE_PORT": strconv.Itoa(ownerPort), "NODE_ADVERTISED": toOwner.Addr()}))
+	c := startCutOff(t, map[string]string{"LOCK_NAME": "remote-fixed", "LEASE_MS": strconv.Itoa(int(lease.Milliseconds()))},
+		actorlock.WithWatchdog(watchdog))
+	rdb, w := c.rdb, c.owner
 	g := acquired(t, w)
 	assert.Equal(t, lease, g.ttl)
 	time.Sleep(lease / 2) // a renewal confirmed (every lease/3); cut after it
-	toRuntime.Cut()
-	toOwner.Cut()
+	c.cut()
 	lostAt := make(chan time.Time, 1)
 	go func() {
 		line := w.expect(t, "LOST ", watchdog)

@@ -17,10 +17,7 @@ import (
 // two holders of a one-permit semaphore), but take a permit afresh.
 func TestRetriedPermitAcquireAfterItsLeaseTakesAFreshPermit(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p := startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	rt := newRuntime(t, client(t, p.Addr()))
+	p, direct, rt := proxied(t)
 	other := newRuntime(t, direct)
 	ctx := ctxFor(t, 30*time.Second)
 	const name, lease = "sem-late-retry", 300 * time.Millisecond
