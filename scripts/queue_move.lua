@@ -19,30 +19,36 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local limit = tonumber(ARGV[1])
 
 -- first_offered returns the first n members of the list whose due time is
--- score, in list order (a tie larger than a batch).
+-- score, in list order (a tie larger than a batch), and their places.
 local function first_offered(list, zset, score, n)
-  local out = {}
-  local from = 0
+  local tied = {}
+  for _, member in ipairs(redis.call('zrangebyscore', zset, score, score)) do
+    tied[member] = true
+  end
+  local out, at = {}, {}
+  local from, chunk = 0, 4 * n
   while #out < n do
-    local chunk = redis.call('lrange', list, from, from + n - 1)
-    if #chunk == 0 then
+    local part = redis.call('lrange', list, from, from + chunk - 1)
+    if #part == 0 then
       break
     end
-    for _, member in ipairs(chunk) do
-      if tonumber(redis.call('zscore', zset, member)) == score then
+    for i, member in ipairs(part) do
+      if tied[member] then
         out[#out + 1] = member
+        at[member] = from + i
         if #out == n then
           break
         end
       end
     end
-    from = from + n
+    from = from + chunk
   end
-  return out
+  return out, at
 end
 
 local members = {}
 local scores = {}
+local place = {} -- a member's place in the list (1-based), where known
 local due = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'withscores', 'limit', 0, limit)
 for i = 1, #due, 2 do
   members[#members + 1] = due[i]
@@ -69,7 +75,8 @@ if #members == limit then
         scores[#scores] = nil
       end
     else
-      local first = first_offered(KEYS[3], KEYS[2], last, limit)
+      local first
+      first, place = first_offered(KEYS[3], KEYS[2], last, limit)
       -- Tied members missing from the list (a foreign layout) fill up the
       -- batch, so that it always moves something.
       local chosen = {}
@@ -95,22 +102,25 @@ end
 -- list scan (LREM) per item. Otherwise only tied items need their places.
 if #members > 0 then
   local head = redis.call('lrange', KEYS[3], 0, #members - 1)
-  local place = {}
   local atHead = #head == #members
+  local inHead = {}
   for i, member in ipairs(head) do
-    place[member] = i
+    inHead[member] = i
   end
   for _, member in ipairs(members) do
-    if not place[member] then
+    if not inHead[member] then
       atHead = false
       break
     end
+  end
+  if atHead then
+    place = inHead
   end
   local order = {}
   for i = 1, #members do
     order[i] = i
     local tie = (i > 1 and scores[i - 1] == scores[i]) or (i < #members and scores[i + 1] == scores[i])
-    if tie and not atHead then
+    if tie and not place[members[i]] then
       -- A member missing from the list (a foreign layout) goes last of its tie.
       place[members[i]] = redis.call('lpos', KEYS[3], members[i]) or math.huge
     end
