@@ -34,6 +34,10 @@ func (rt *Runtime) check(ctx context.Context, errs ...error) error {
 // the race with the cancel, which the caller, told it got nothing, must not
 // keep. This is the one place where "a cancelled call gives back what it
 // won" lives.
+//
+// A reply the actors sent before they stopped is there when rt.done is
+// closed (Close closes it after they stopped), and it is the outcome: an
+// item or permits won must not be dropped because select picked rt.done.
 func ask[R any](ctx context.Context, rt *Runtime, send func(any), msg func(reply chan<- R) any, cancel any, giveBack func(R)) (R, error) {
 	reply := make(chan R, 1)
 	send(msg(reply))
@@ -42,18 +46,35 @@ func ask[R any](ctx context.Context, rt *Runtime, send func(any), msg func(reply
 	case res := <-reply:
 		return res, nil
 	case <-rt.done:
+		if res, ok := answered(reply); ok {
+			return res, nil
+		}
 		return zero, ErrClosed
 	case <-ctx.Done():
 	}
 	if cancel != nil {
 		send(cancel)
+		var res R
+		ok := true
 		select {
-		case res := <-reply:
-			if giveBack != nil {
-				giveBack(res)
-			}
+		case res = <-reply:
 		case <-rt.done:
+			res, ok = answered(reply)
+		}
+		if ok && giveBack != nil {
+			giveBack(res)
 		}
 	}
 	return zero, ctxError(ctx)
+}
+
+// answered is the reply already in reply, if any.
+func answered[R any](reply <-chan R) (R, bool) {
+	select {
+	case res := <-reply:
+		return res, true
+	default:
+		var zero R
+		return zero, false
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,14 +213,14 @@ func ExampleMultiLock() {
 	// after unlock: false
 }
 
-// A RedLock holds when a majority of independent masters granted it. Three
-// databases of one server stand in for three masters here; in production
-// each runtime has its own Redis.
+// A RedLock holds when a majority of independent masters granted it: one
+// runtime per master (two members on one server are refused, whatever
+// their runtimes or databases).
 func ExampleRedLock() {
 	ctx := context.Background()
 	var locks []*actorlock.Lock
-	for db := range 3 {
-		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), DB: db})
+	for _, addr := range strings.Split(os.Getenv("REDIS_MASTERS"), ",") { // three servers
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		defer rdb.Close()
 		rt, err := actorlock.New(rdb)
 		if err != nil {

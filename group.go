@@ -138,29 +138,39 @@ func unlockAll(ctx context.Context, helds []*Held) error {
 	return joinCauses(errs...)
 }
 
-// serverID names the Redis deployment a runtime uses, for ordering the
-// members of a group the same way in every process: the address of a single
-// server, the sorted seed addresses of a cluster or ring, else (a failover
-// client) the runtime's own id.
-func (rt *Runtime) serverID() string {
-	switch c := rt.rdb.(type) {
+// deployment is how every process names the Redis deployment rdb reaches,
+// for the one global order of group members (orderMembers) and RedLock's
+// check that its members are on distinct servers: WithServerName's name, else
+// the address of a single server, the sorted seed addresses of a cluster or
+// ring, and the database number. A Sentinel (failover) client has no name
+// that every process computes alike: go-redis keeps the master name to itself,
+// and the master's address and run id change with a failover, so processes
+// that computed them on either side of one would order members differently.
+// Its name is then "", and orderMembers refuses it in a group with another
+// runtime's members.
+func deployment(rdb redis.UniversalClient, given string) (name string, db int) {
+	switch c := rdb.(type) {
 	case *redis.Client:
-		if a := c.Options().Addr; a != "" && a != "FailoverClient" {
-			return a
+		name, db = c.Options().Addr, c.Options().DB
+		if name == "FailoverClient" {
+			name = ""
 		}
 	case *redis.ClusterClient:
 		addrs := slices.Clone(c.Options().Addrs)
 		sort.Strings(addrs)
-		return strings.Join(addrs, ",")
+		name = strings.Join(addrs, ",")
 	case *redis.Ring:
 		var addrs []string
 		for _, a := range c.Options().Addrs {
 			addrs = append(addrs, a)
 		}
 		sort.Strings(addrs)
-		return strings.Join(addrs, ",")
+		name, db = strings.Join(addrs, ","), c.Options().DB
 	}
-	return rt.id
+	if given != "" {
+		name = given
+	}
+	return name, db
 }
 
 // groupOptions checks what makes a group acquisition impossible before
@@ -180,15 +190,21 @@ func groupOptions(ctx context.Context, membersErr error, try bool, opts []Acquir
 	return ac, nil
 }
 
-// groupMember is a member lock with its place in the global order.
+// groupMember is a member lock with its place in the global order: its
+// runtime's deployment (see deployment) and database.
 type groupMember struct {
 	lock   *Lock
 	server string
+	db     int
 }
 
-// orderMembers validates a group's members and sorts them by server, then
-// name, then kind: every process acquires them in this order, so two groups
-// sharing locks never wait for each other in a cycle.
+// orderMembers validates a group's members and sorts them by deployment,
+// database, name, then kind: every process acquires them in this order, so
+// two groups sharing locks never wait for each other in a cycle. Members
+// are the same lock when they name one Redis key on one deployment, whatever
+// their runtimes (two runtimes may share a server) or kinds (a lock and a
+// fair lock share their key, and so do the sides of a read-write lock):
+// acquired by two owners, such a group would wait for itself.
 func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	if len(locks) == 0 {
 		return nil, fmt.Errorf("%w: no locks", ErrInvalidArgument)
@@ -201,14 +217,22 @@ func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 		if l.err != nil {
 			return nil, l.err
 		}
-		members[i] = groupMember{lock: l, server: l.rt.serverID() + "|" + l.rt.id}
+		members[i] = groupMember{lock: l, server: l.rt.server, db: l.rt.db}
+	}
+	mixed := slices.ContainsFunc(members, func(m groupMember) bool { return m.lock.rt != members[0].lock.rt })
+	for _, m := range members {
+		if mixed && m.server == "" {
+			return nil, fmt.Errorf("%w: %s member %q: its runtime's Redis client (Sentinel) has no name that every process gives it alike, which the members' order across runtimes needs: name the deployment with WithServerName (the master name)",
+				ErrInvalidArgument, what, m.lock.key.Name)
+		}
 	}
 	slices.SortFunc(members, func(a, b groupMember) int {
-		return cmp.Or(cmp.Compare(a.server, b.server), cmp.Compare(a.lock.key.Name, b.lock.key.Name), cmp.Compare(a.lock.key.Kind, b.lock.key.Kind))
+		return cmp.Or(cmp.Compare(a.server, b.server), cmp.Compare(a.db, b.db),
+			cmp.Compare(a.lock.key.Name, b.lock.key.Name), cmp.Compare(a.lock.key.Kind, b.lock.key.Kind))
 	})
 	for i := 1; i < len(members); i++ {
 		a, b := members[i-1], members[i]
-		if a.lock.rt == b.lock.rt && a.lock.key == b.lock.key {
+		if a.server == b.server && a.db == b.db && a.lock.key.Name == b.lock.key.Name {
 			return nil, fmt.Errorf("%w: lock %q given twice", ErrInvalidArgument, a.lock.key.Name)
 		}
 	}

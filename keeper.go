@@ -43,10 +43,12 @@ type Keep struct {
 	Kind       messages.Kind
 	OwnerToken string
 	// Lease is the lease the runtime granted (AcquireResponse.ttl_ms); the
-	// keeper renews every Lease/3. 0: the runtime's watchdog lease, which
-	// the keeper learns from the first RenewResponse (it renews at once,
-	// then every 100 ms until one comes, and can tell no loss before).
-	// Every RenewResponse's lease_ms overrules it.
+	// keeper renews every Lease/3. 0: learnt from the first RenewResponse
+	// (the keeper renews at once, then every 100 ms until one comes, and
+	// can tell no loss before). Each RenewResponse's lease_ms (what is
+	// left of the hold's validity: a fixed lease is never renewed) bounds
+	// how long its renewal keeps the lock counted as held, never beyond
+	// Lease.
 	Lease time.Duration
 	// Since is when the AcquireRequest was sent: the lease counts from
 	// there. Zero: from when the Keep arrives, a little after the grant.
@@ -107,8 +109,12 @@ const unknownLeaseRenewal = 100 * time.Millisecond
 // keeper is the actor of KeeperProps. Its timers send to it through the
 // actor system's root context, and stop when it stops.
 type keeper struct {
-	kept   map[keptKey]*kept
-	byReq  map[string]keptKey // unanswered renewals (a few per kept lock)
+	kept  map[keptKey]*kept
+	byReq map[string]keptKey // unanswered renewals (a few per kept lock)
+	// ids: the request ids of its renewals, "actorlock-keeper-<random>-<n>":
+	// a RenewResponse extends the owner's belief, so a peer must not be
+	// able to guess one it could forge.
+	ids    string
 	seq    uint64
 	timers *scheduler.TimerScheduler
 }
@@ -122,6 +128,7 @@ func (k *keeper) Receive(ctx actor.Context) {
 	case *actor.Started:
 		k.timers = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
 		k.byReq = map[string]keptKey{}
+		k.ids = "actorlock-keeper-" + actors.NewOwnerToken() + "-"
 	case *actor.Stopping:
 		for key := range k.kept {
 			k.forget(key)
@@ -142,7 +149,7 @@ func (k *keeper) Receive(ctx actor.Context) {
 				since = time.Now()
 			}
 			k.setLease(ctx, key, e, m.Lease)
-			k.confirmed(ctx, key, e, since)
+			k.confirmed(ctx, key, e, since, m.Lease)
 		} else {
 			k.renew(ctx, key, e)
 			e.stop = k.timers.SendRepeatedly(unknownLeaseRenewal, unknownLeaseRenewal, ctx.Self(), &keeperTick{key: key})
@@ -173,11 +180,11 @@ func (k *keeper) Receive(ctx actor.Context) {
 		if e != nil {
 			sentAt := e.pending[m.RequestId]
 			delete(e.pending, m.RequestId)
-			if m.Error == nil && m.Renewed {
-				if lease := time.Duration(m.LeaseMs) * time.Millisecond; lease > 0 {
+			if lease := time.Duration(m.LeaseMs) * time.Millisecond; m.Error == nil && m.Renewed && lease > 0 {
+				if e.lease == 0 {
 					k.setLease(ctx, key, e, lease)
 				}
-				k.confirmed(ctx, key, e, sentAt)
+				k.confirmed(ctx, key, e, sentAt, lease)
 			}
 		}
 		if m.Error != nil {
@@ -204,7 +211,7 @@ func (k *keeper) renew(ctx actor.Context, key keptKey, e *kept) {
 		e.pending = map[string]time.Time{}
 	}
 	k.seq++
-	id := "actorlock-keeper-" + strconv.FormatUint(k.seq, 10)
+	id := k.ids + strconv.FormatUint(k.seq, 10)
 	e.pending[id] = now
 	k.byReq[id] = key
 	ctx.Request(e.keep.Runtime, &messages.RenewRequest{
@@ -212,11 +219,8 @@ func (k *keeper) renew(ctx actor.Context, key keptKey, e *kept) {
 	})
 }
 
-// setLease renews every lease/3 from now on, if that changes the period.
+// setLease renews every lease/3 from now on.
 func (k *keeper) setLease(ctx actor.Context, key keptKey, e *kept, lease time.Duration) {
-	if lease == e.lease {
-		return
-	}
 	e.lease = lease
 	if e.stop != nil {
 		e.stop()
@@ -225,13 +229,15 @@ func (k *keeper) setLease(ctx actor.Context, key keptKey, e *kept, lease time.Du
 	e.stop = k.timers.SendRepeatedly(every, every, ctx.Self(), &keeperTick{key: key})
 }
 
-// confirmed moves e's validity to a lease after sentAt, when a renewal
-// sent then (or the acquisition) was confirmed, and arms its expiry.
-func (k *keeper) confirmed(ctx actor.Context, key keptKey, e *kept, sentAt time.Time) {
-	if e.lease == 0 {
+// confirmed moves e's validity to valid (at most its lease) after sentAt,
+// when a renewal sent then (or the acquisition) was confirmed for that
+// long, and arms its expiry.
+func (k *keeper) confirmed(ctx actor.Context, key keptKey, e *kept, sentAt time.Time, valid time.Duration) {
+	valid = min(valid, e.lease)
+	if valid <= 0 {
 		return
 	}
-	until := sentAt.Add(e.lease - actors.Drift(e.lease))
+	until := sentAt.Add(valid - actors.Drift(valid))
 	if !until.After(e.validUntil) {
 		return
 	}

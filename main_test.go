@@ -16,7 +16,8 @@ import (
 // redis-server started on a free loopback port. The Cluster and Sentinel
 // examples get REDIS_CLUSTER_ADDRS (a 3-master cluster's seeds) and
 // REDIS_SENTINEL_ADDR (a Sentinel watching REDIS_ADDR's server as
-// "example-master"), started the same way when unset. Examples without
+// "example-master"), and the RedLock example REDIS_MASTERS (REDIS_ADDR and
+// two more servers), started the same way when unset. Examples without
 // their Redis are skipped (they need a real one); the tests still run.
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -48,8 +49,27 @@ func TestMain(m *testing.M) {
 			_ = os.Setenv("REDIS_CLUSTER_ADDRS", strings.Join(c.Addrs(), ","))
 		}
 	}
+	if os.Getenv("REDIS_MASTERS") == "" && os.Getenv("REDIS_ADDR") != "" && examplesRun("ExampleRedLock") {
+		// Two more servers: a RedLock's masters must be independent.
+		masters := []string{os.Getenv("REDIS_ADDR")}
+		for range 2 {
+			srv, err := redisserver.Start()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "actorlock: RedLock example skipped:", err)
+				break
+			}
+			closers = append(closers, srv.Close)
+			masters = append(masters, srv.Addr)
+		}
+		if len(masters) == 3 {
+			_ = os.Setenv("REDIS_MASTERS", strings.Join(masters, ","))
+		}
+	}
 	if os.Getenv("REDIS_SENTINEL_ADDR") == "" {
 		skip = append(skip, "^ExampleNew_sentinel$")
+	}
+	if os.Getenv("REDIS_MASTERS") == "" {
+		skip = append(skip, "^ExampleRedLock$")
 	}
 	if os.Getenv("REDIS_CLUSTER_ADDRS") == "" {
 		skip = append(skip, "^ExampleNew_cluster$")

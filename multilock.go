@@ -12,8 +12,8 @@ import (
 // Multi is a MultiLock: several locks, possibly of different runtimes on
 // different Redis servers, acquired all or nothing (Redisson's
 // RedissonMultiLock). Its members are acquired in one global order (by
-// server, then name), so MultiLocks sharing locks cannot deadlock each
-// other. Like a Lock it may be shared between goroutines: acquisitions
+// deployment, as WithServerName names it, then name), so MultiLocks sharing
+// locks cannot deadlock each other. Like a Lock it may be shared between goroutines: acquisitions
 // exclude each other unless one's ctx descends from the GroupHeld.Context()
 // of another, which it then re-enters.
 type Multi struct {
@@ -22,8 +22,9 @@ type Multi struct {
 }
 
 // MultiLock groups locks into one that is held when all of them are.
-// Invalid members (none, nil, bad, or the same lock twice) are reported by
-// Acquire and TryAcquire as ErrInvalidArgument.
+// Invalid members (none, nil, bad, the same Redis key twice through any
+// runtimes, or a Sentinel runtime without WithServerName beside another
+// runtime) are reported by Acquire and TryAcquire as ErrInvalidArgument.
 func MultiLock(locks ...*Lock) *Multi {
 	m, err := orderMembers(locks, "MultiLock")
 	return &Multi{members: m, err: err}

@@ -30,7 +30,8 @@ type config struct {
 	server      *ext.Server // remoting.WithRemote
 	name        string
 	keyPrefix   string
-	noRecord    bool // WithRuntimeRecord(false)
+	serverName  string // WithServerName
+	noRecord    bool   // WithRuntimeRecord(false)
 	// shardedPubSub: nil asks the cluster.
 	shardedPubSub *bool
 	// telemetry.go, events.go
@@ -250,6 +251,25 @@ func WithReplicaSyncAttempts(n int) Option {
 			c.invalid("replica sync attempts %d is not positive", n)
 		}
 		c.replicaSync.Attempts = n
+	}
+}
+
+// WithServerName names the Redis deployment the runtime uses, for the one
+// global order in which MultiLocks and RedLocks take their members, and for
+// RedLock's check that its members are on distinct servers. Every process
+// must give a deployment the same name, and distinct deployments distinct
+// names. Default: the address of a single-server client (so every process
+// must spell it alike), the sorted seed addresses of a Cluster or Ring
+// client. A Sentinel (failover) client has no default: go-redis does not
+// tell its master name, and the master's address and run id change with a
+// failover. Name it after the master, or a MultiLock or RedLock mixing its
+// locks with another runtime's is refused with ErrInvalidArgument.
+func WithServerName(name string) Option {
+	return func(c *config) {
+		if name == "" {
+			c.invalid("empty server name")
+		}
+		c.serverName = name
 	}
 }
 

@@ -23,14 +23,15 @@ type Red struct {
 }
 
 // RedLock groups locks on distinct servers into one held by a majority
-// (len/2+1) of them. Invalid members (none, nil, bad, two on one server) are
-// reported by Acquire and TryAcquire as ErrInvalidArgument.
+// (len/2+1) of them. Invalid members (none, nil, bad, two on one server,
+// whatever their runtimes: servers are told apart as WithServerName says)
+// are reported by Acquire and TryAcquire as ErrInvalidArgument.
 func RedLock(locks ...*Lock) *Red {
 	m, err := orderMembers(locks, "RedLock")
 	if err == nil {
 		for i := 1; i < len(m); i++ {
 			if m[i].server == m[i-1].server {
-				err = fmt.Errorf("%w: two members on one server (%s)", ErrInvalidArgument, m[i].lock.rt.serverID())
+				err = fmt.Errorf("%w: members %q and %q on one server (%q)", ErrInvalidArgument, m[i-1].lock.key.Name, m[i].lock.key.Name, m[i].server)
 				break
 			}
 		}

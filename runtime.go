@@ -36,6 +36,8 @@ type Runtime struct {
 	stopServer func(context.Context) error
 	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
 	keyPrefix  string     // WithKeyPrefix
+	server     string     // the deployment's name in the order of group members (group.go); "": none
+	db         int        // the database number, beside server
 	noRecord   bool       // WithRuntimeRecord(false)
 	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
 
@@ -69,6 +71,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (_ *Runtime, err error) {
 		return nil, err
 	}
 	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, noRecord: cfg.noRecord, done: make(chan struct{}), tel: tel}
+	rt.server, rt.db = deployment(rdb, cfg.serverName)
 	if rt.sys == nil {
 		rt.sys, rt.ownSystem = newSystem(logger), true
 	}

@@ -142,8 +142,9 @@ func (q *mover) moved(d *moveDone) {
 	mid := d.sent.Add(d.recv.Sub(d.sent) / 2)
 	q.offsetMs, q.offsetKnown = d.moved.ServerNow-mid.UnixMilli(), true
 	q.pending = d.moved.Next >= 0
-	if d.moved.N >= scripts.MaxMoveBatch || q.again {
-		// A full batch: more may be due now.
+	if d.moved.N >= scripts.MaxMoveBatch || d.moved.Next == 0 || q.again {
+		// A full batch, or one cut short before a tie it could not take
+		// whole: more may be due now.
 		q.again = false
 		q.move()
 		return

@@ -38,29 +38,22 @@ const localAddress = ext.LocalAddress
 // claim a local PID as its sender; it then gets a local owner's rules: its
 // hold lasts while that local actor lives (at once released if there is
 // none), which gains it nothing over renewing its own hold.
-func (a *lockActor) isLocal(pid *actor.PID) bool {
-	return pid.GetAddress() == a.env.System.Address() || pid.GetAddress() == localAddress
-}
+func (a *lockActor) isLocal(pid *actor.PID) bool { return isLocalPID(a.env.System, pid) }
 
-// ownerStopped handles a Terminated for an owner actor or requester. Any
-// remote peer can send one naming any PID, so it is believed only for an
-// actor of this process that the process registry confirms gone: then
-// everything it held or waited for is released at once. For a remote actor
-// see remoteStopped.
+// ownerStopped handles a Terminated for an owner actor or requester, judged
+// by the rule of every actor (watchers.terminated): an actor of this
+// process that is gone releases everything it held or waited for at once;
+// for a remote actor see remoteStopped.
 func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
 	who := m.Who
 	k := pidKey(who)
-	if _, ok := a.watched[k]; !ok {
+	switch a.watched.terminated(a.env.System, m) {
+	case notWatched:
 		return
-	}
-	if !a.isLocal(who) {
+	case remoteEnded:
 		a.remoteStopped(who, m.Why == actor.TerminatedReason_AddressTerminated)
 		return
 	}
-	if _, alive := a.env.System.ProcessRegistry.GetLocal(who.Id); alive {
-		return // forged
-	}
-	delete(a.watched, k)
 	for _, r := range a.queue.pending {
 		if from := r.from(); from != nil && pidKey(from) == k {
 			r.by = nil // nobody to tell
@@ -85,7 +78,6 @@ func (a *lockActor) ownerStopped(ctx actor.Context, m *actor.Terminated) {
 // them in half a lease instead of a whole one.
 func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
 	k := pidKey(who)
-	a.watched[k].ended = true
 	until := time.Now().Add(a.env.Watchdog / 2)
 	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil && c.from != nil && pidKey(c.from) == k {
@@ -110,34 +102,40 @@ func (a *lockActor) remoteStopped(who *actor.PID, unreachable bool) {
 
 // renewMessage takes a RenewRequest as the proof that the owner of its
 // token is alive: its holds are kept (and renewed by the watchdog) for
-// another lease, and its waiting requests are no longer suspect.
+// another lease, and its waiting requests are no longer suspect. The
+// response's lease is how long the owner may count on its hold from now:
+// what is left of the hold's validity (a fixed lease, lease_ms, is never
+// renewed; a watchdog hold is valid from its last renewal), never more than
+// the watchdog lease. The owner's keeper must give up before the runtime can
+// let another owner in, whatever the lease kind.
 func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
-	respond := func(err error) {
-		resp := &messages.RenewResponse{RequestId: m.RequestId, Error: protoError(err)}
-		if err == nil {
-			resp.Renewed, resp.LeaseMs = true, a.env.Watchdog.Milliseconds()
-		}
-		ctx.Respond(resp)
+	refuse := func(err error) {
+		ctx.Respond(&messages.RenewResponse{RequestId: m.RequestId, Error: protoError(err)})
 	}
 	owner, err := OwnerOfToken(a.env.RuntimeID, m.OwnerToken)
 	switch {
 	case err != nil:
-		respond(err)
+		refuse(err)
 		return
 	case !a.knows(owner):
-		respond(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
+		refuse(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
 		return
 	}
-	if h := a.holds.get(owner); h != nil && h.by != nil && h.by.remote {
+	lease := a.env.Watchdog
+	h := a.holds.get(owner)
+	if h != nil && h.by != nil && h.by.remote {
 		h.by.aliveUntil = time.Now().Add(a.env.Watchdog)
 		h.by.suspect, h.by.unreachable = false, false
+	}
+	if h != nil && len(h.grants) > 0 {
+		lease = min(lease, max(h.validUntil-since(), 0))
 	}
 	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil && r.owner == owner {
 			c.suspectUntil, c.unreachable = time.Time{}, false
 		}
 	}
-	respond(nil)
+	ctx.Respond(&messages.RenewResponse{RequestId: m.RequestId, Renewed: true, LeaseMs: lease.Milliseconds()})
 }
 
 // knows reports whether owner holds or waits for the lock here by message.

@@ -46,7 +46,7 @@ func newManager(env *runtimeEnv) *manager {
 		if rec := m.waking(m.spawning); rec != nil {
 			a.restore(rec)
 		}
-		return a
+		return behindEntry(m.env, a)
 	})
 	return m
 }
@@ -180,14 +180,15 @@ func (m *manager) spawn(ctx actor.Context, key LockKey) *actor.PID {
 	return ctx.Spawn(m.lockProps)
 }
 
-// forward passes the message being handled on to pid, from its sender: as
-// received, or as mapped by the key prefix.
+// forward passes the message being handled on to pid, from its sender: a
+// Go command as received; a protocol request, checked and mapped by the key
+// prefix, as entered (entry.go).
 func (m *manager) forward(ctx actor.Context, pid *actor.PID) {
-	if m.current == ctx.Message() {
-		ctx.Forward(pid)
+	if pm, ok := m.current.(proto.Message); ok && isProtocol(pm) {
+		passOn(ctx, pid, pm, ctx.Sender())
 		return
 	}
-	ctx.RequestWithCustomSender(pid, m.current, ctx.Sender())
+	ctx.Forward(pid)
 }
 
 // mapName puts prefix before the name of a protocol request (a copy: the

@@ -79,7 +79,7 @@ func waitKind(k messages.WaitKind) primitiveKind {
 
 func (p *primitives) route(ctx actor.Context, key primitiveKey) {
 	c := p.children.route(key, func() *actor.PID {
-		return ctx.Spawn(props(func() actor.Actor { return p.newChild(key) }))
+		return ctx.Spawn(props(func() actor.Actor { return behindEntry(p.env, p.newChild(key)) }))
 	})
 	ctx.Forward(c.pid)
 }

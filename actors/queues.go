@@ -102,7 +102,7 @@ func (a *queueActor) Receive(ctx actor.Context) {
 	case *popDone:
 		a.popped(ctx, m.pc)
 	case *actor.Terminated:
-		a.requesterStopped(ctx, m.Who)
+		a.requesterStopped(ctx, m)
 	case *idleDue:
 		idleFired(&a.idle, ctx, a.env, m, a.key, a.isIdle())
 		return
@@ -253,16 +253,23 @@ func (a *queueActor) deliver(r *takeReq, res TakeResult) {
 	})
 }
 
-// requesterStopped forgets the requests of an actor that stopped: an item
-// handed to it now would be lost.
-func (a *queueActor) requesterStopped(ctx actor.Context, who *actor.PID) {
-	if !a.watched.stopped(who) {
-		return
-	}
+// requesterStopped handles a Terminated for a requester (watchers.terminated
+// says what it proves): the requests of a local actor that stopped are
+// forgotten (an item handed to it now would be lost); those of a remote
+// one are answered (ERROR_CODE_CANCELED), which hands it nothing if it is
+// gone and tells it to ask again if it is not.
+func (a *queueActor) requesterStopped(ctx actor.Context, m *actor.Terminated) {
+	verdict := a.watched.terminated(a.env.System, m)
 	for _, r := range a.queue.pending {
-		if samePID(r.from, who) {
+		if !samePID(r.from, m.Who) {
+			continue
+		}
+		switch verdict {
+		case stoppedHere:
 			r.from, r.reply = nil, nil
 			a.queue.forget(r)
+		case remoteEnded:
+			a.answer(ctx, r, TakeResult{Err: errWatchEnded})
 		}
 	}
 }

@@ -166,7 +166,7 @@ func (a *semaphoreActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Terminated:
-		a.requesterStopped(ctx, m.Who)
+		a.requesterStopped(ctx, m)
 	case *idleDue:
 		idleFired(&a.idle, ctx, a.env, m, a.key, a.isIdle())
 		return
@@ -384,16 +384,22 @@ func (a *semaphoreActor) deliver(r *semReq, res SemResult) {
 	})
 }
 
-// requesterStopped forgets the requests of an actor that stopped; permits
-// its in-flight attempt obtains are given back.
-func (a *semaphoreActor) requesterStopped(ctx actor.Context, who *actor.PID) {
-	if !a.watched.stopped(who) {
-		return
-	}
+// requesterStopped handles a Terminated for a requester (watchers.terminated
+// says what it proves): the requests of a local actor that stopped are
+// forgotten, those of a remote one answered (ERROR_CODE_CANCELED); permits
+// their in-flight attempts obtain are given back.
+func (a *semaphoreActor) requesterStopped(ctx actor.Context, m *actor.Terminated) {
+	verdict := a.watched.terminated(a.env.System, m)
 	for _, r := range a.queue.pending {
-		if samePID(r.from, who) {
+		if !samePID(r.from, m.Who) {
+			continue
+		}
+		switch verdict {
+		case stoppedHere:
 			r.from = nil
 			a.answer(ctx, r, SemResult{})
+		case remoteEnded:
+			a.answer(ctx, r, SemResult{Err: errWatchEnded})
 		}
 	}
 }

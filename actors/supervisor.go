@@ -33,7 +33,7 @@ func (s *supervisor) Receive(ctx actor.Context) {
 		// the outcomes of 100k holds to be processed.
 		s.env.renewal = ctx.Spawn(props(func() actor.Actor { return renewal }, actor.WithDispatcher(actor.NewDefaultDispatcher(300))))
 		// Before the manager, which forwards the protocol's other messages here.
-		s.env.primitives = ctx.Spawn(props(func() actor.Actor { return newPrimitives(s.env) }, actor.WithSupervisor(lockSupervision)))
+		s.env.primitives = ctx.Spawn(props(func() actor.Actor { return behindEntry(s.env, newPrimitives(s.env)) }, actor.WithSupervisor(lockSupervision)))
 		mgr := ctx.Spawn(props(func() actor.Actor { return newManager(s.env) }, actor.WithSupervisor(lockSupervision)))
 		s.env.locks = mgr
 		if s.env.Record.Key != "" {

@@ -118,7 +118,7 @@ const (
 	ErrorCode_ERROR_CODE_LOST             ErrorCode = 3 // the lock was lost (lease expired, deleted, taken)
 	ErrorCode_ERROR_CODE_CLOSED           ErrorCode = 4 // the runtime is closing or closed
 	ErrorCode_ERROR_CODE_INVALID_ARGUMENT ErrorCode = 5 // the request is malformed
-	ErrorCode_ERROR_CODE_CANCELED         ErrorCode = 6 // the request was cancelled by a CancelRequest
+	ErrorCode_ERROR_CODE_CANCELED         ErrorCode = 6 // the request was cancelled by a CancelRequest (or, a wait, by the runtime: see queue.proto)
 	ErrorCode_ERROR_CODE_UNAVAILABLE      ErrorCode = 7 // Redis could not be reached or failed
 )
 
@@ -827,8 +827,10 @@ type RenewResponse struct {
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The owner holds or waits for the lock here.
 	Renewed bool `protobuf:"varint,2,opt,name=renewed,proto3" json:"renewed,omitempty"`
-	// How long the runtime keeps the owner's watchdog holds without another
-	// RenewRequest (the watchdog lease).
+	// How long from this renewal the owner may count on its hold without
+	// another confirmed RenewRequest: what is left of the hold's validity (a
+	// lease_ms hold is never renewed), at most the watchdog lease (how long
+	// the runtime keeps a remote owner's watchdog holds without one).
 	LeaseMs       int64  `protobuf:"varint,3,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	Error         *Error `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields

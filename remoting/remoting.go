@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -204,7 +205,10 @@ func refuseUnary(context.Context, any, *grpc.UnaryServerInfo, grpc.UnaryHandler)
 //   - anything not serialized as protobuf (protoactor's JSON serializer
 //     turns unknown types into untyped payloads);
 //   - envelopes whose indexes fall outside the batch's tables, on which
-//     protoactor's reader panics and kills the process.
+//     protoactor's reader panics and kills the process;
+//   - messages to a supervision guardian (ids "guardian$<n>", sequential
+//     like every id): protoactor panics on any message to one, killing
+//     the process.
 //
 // It also notes in ends (if not nil) when a stream ended.
 func filterStream(sys *actor.ActorSystem, ends *streamEnds) grpc.StreamServerInterceptor {
@@ -276,6 +280,9 @@ func (s *filteredStream) admit(b *remote.MessageBatch, e *remote.MessageEnvelope
 		e.Sender > 0 && b.Senders[e.Sender-1] == nil:
 		return false
 	}
+	if p, ok := s.sys.ProcessRegistry.GetLocal(b.Targets[e.Target]); ok && isGuardian(p) {
+		return false
+	}
 	switch b.TypeNames[e.TypeId] {
 	case stopType, poisonType:
 		return false
@@ -287,6 +294,12 @@ func (s *filteredStream) admit(b *remote.MessageBatch, e *remote.MessageEnvelope
 		return t.Who.Address != s.sys.Address() && t.Who.Address != ext.LocalAddress
 	}
 	return true
+}
+
+// isGuardian reports whether p is a supervision guardian, whose
+// SendUserMessage panics. protoactor does not export its type.
+func isGuardian(p actor.Process) bool {
+	return reflect.TypeOf(p).String() == "*actor.guardianProcess"
 }
 
 var (

@@ -11,11 +11,23 @@
 -- expires (-1: none will)} when too few are available. As Redisson's
 -- tryAcquire, it first returns expired permits to the pool, and gives the
 -- timeout ZSET the TTL the permits key has. A re-attempt finds its first id
--- in the ZSET and does not take twice.
+-- in the ZSET and does not take twice; if those permits expired before it
+-- arrived, they are returned to the pool and taken afresh, so that a caller
+-- is never handed a permit that anyone may reclaim.
 local now = now_ms()
 local held = redis.call('zscore', KEYS[2], ARGV[3])
-if held then
+if held and tonumber(held) > now then
   return {1, tonumber(held)}
+end
+if held then
+  local back = 0
+  for i = 3, #ARGV do
+    back = back + redis.call('zrem', KEYS[2], ARGV[i])
+  end
+  local count = redis.call('incrby', KEYS[1], back)
+  if count > 0 then
+    redis.call(PUBLISH, ARGV[2], count)
+  end
 end
 reclaim(KEYS[1], KEYS[2], KEYS[3], ARGV[2], now)
 local n = #ARGV - 2

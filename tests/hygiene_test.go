@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -239,7 +241,8 @@ func TestCallTimeoutHoldsWithAnyClient(t *testing.T) {
 
 // Issue 27 item 3: an overdue backlog (a restart, no mover running) moves
 // earliest-due first, as Redisson's transfer takes it from its timeout
-// ZSET, not in the order the items were offered; in bounded batches.
+// ZSET, not in the order the items were offered; in bounded batches. Items
+// due at the same ms keep the order offered (issue 33 J).
 func TestDelayedQueueMovesABacklogEarliestDueFirst(t *testing.T) {
 	t.Parallel()
 	srv, rdb, _ := setup(t)
@@ -257,8 +260,8 @@ func TestDelayedQueueMovesABacklogEarliestDueFirst(t *testing.T) {
 	require.NoError(t, producer.Close(ctx))
 
 	// The due order, as Redis has it (member = 17 bytes of header, then
-	// the payload), and the offer order.
-	due, err := rdb.ZRange(ctx, "redisson_delay_queue_timeout:{"+name+"}", 0, -1).Result()
+	// the payload), items due at the same ms in the offer order.
+	due, err := rdb.ZRangeWithScores(ctx, "redisson_delay_queue_timeout:{"+name+"}", 0, -1).Result()
 	require.NoError(t, err)
 	require.Len(t, due, count)
 	offered, err := rdb.LRange(ctx, "redisson_delay_queue:{"+name+"}", 0, -1).Result()
@@ -270,7 +273,18 @@ func TestDelayedQueueMovesABacklogEarliestDueFirst(t *testing.T) {
 		}
 		return out
 	}
-	wantOrder := payloads(due)
+	place := map[string]int{}
+	for i, m := range offered {
+		place[m] = i
+	}
+	slices.SortStableFunc(due, func(a, b redis.Z) int {
+		return cmp.Or(cmp.Compare(a.Score, b.Score), cmp.Compare(place[a.Member.(string)], place[b.Member.(string)]))
+	})
+	byDue := make([]string, len(due))
+	for i, z := range due {
+		byDue[i] = z.Member.(string)
+	}
+	wantOrder := payloads(byDue)
 	require.NotEqual(t, payloads(offered), wantOrder, "offered out of due order")
 
 	// All overdue (by the server's clock), then a runtime opens the queue:

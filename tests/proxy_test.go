@@ -44,6 +44,17 @@ func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
 // Cut stops carrying data, both ways.
 func (p *cutProxy) Cut() { p.cut.Store(true) }
 
+// Break closes the connections open now, both ways, as a network error
+// would; new ones are carried as before.
+func (p *cutProxy) Break() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
 // DelayReplies holds back what the target sends by d (0: no more), as a
 // slow return path would: requests still arrive at once.
 func (p *cutProxy) DelayReplies(d time.Duration) { p.delay.Store(int64(d)) }

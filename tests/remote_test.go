@@ -146,31 +146,51 @@ func TestRemoteOwnerFrozenLosesItsLockAfterTheLease(t *testing.T) {
 	assert.Regexp(t, "keeper had no renewal confirmed|no RenewRequest", w.expect(t, "LOST ", 3*time.Second))
 }
 
-func TestRemoteOwnerBehindACutNetworkLosesItsLockAfterTheLease(t *testing.T) {
-	// Both directions run through proxies that the test cuts: the owner's
-	// requests reach the runtime at the address it advertises, a proxy in
-	// front of it; the runtime answers the owner's node at the address that
-	// node advertises, a proxy in front of it.
-	const lease = 2 * time.Second
+// cutOff is a runtime and a remote owner (worker mode remote-owner, with
+// env) that reach each other only through proxies the test can cut: the
+// owner's requests reach the runtime at the address it advertises, a proxy
+// in front of it; the runtime answers the owner's node at the address that
+// node advertises, a proxy in front of it.
+type cutOff struct {
+	rdb                *redis.Client
+	rt                 *actorlock.Runtime
+	owner              *worker
+	toRuntime, toOwner *cutProxy
+}
+
+func startCutOff(t *testing.T, env map[string]string, opts ...actorlock.Option) cutOff {
+	t.Helper()
 	port, err := redisserver.FreePort()
 	require.NoError(t, err)
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	toRuntime := startCutProxy(t, listen)
-	srv, rdb, rt := setup(t, actorlock.WithWatchdog(lease),
-		remoting.WithRemote(remoting.Config{Addr: listen, AdvertisedAddr: toRuntime.Addr()}))
-	require.Equal(t, toRuntime.Addr(), rt.RemoteAddress())
+	c := cutOff{toRuntime: startCutProxy(t, listen)}
+	var srv *redisserver.Server
+	srv, c.rdb, c.rt = setup(t, append(opts, remoting.WithRemote(remoting.Config{Addr: listen, AdvertisedAddr: c.toRuntime.Addr()}))...)
+	require.Equal(t, c.toRuntime.Addr(), c.rt.RemoteAddress())
 	ownerPort, err := redisserver.FreePort()
 	require.NoError(t, err)
-	toOwner := startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ownerPort)))
-	w := spawn(t, "remote-owner", remoteEnv(srv, rt, map[string]string{
-		"LOCK_NAME": "remote-cut", "NODE_PORT": strconv.Itoa(ownerPort), "NODE_ADVERTISED": toOwner.Addr()}))
-	require.Equal(t, toOwner.Addr(), w.expect(t, "NODE ", 10*time.Second))
+	c.toOwner = startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ownerPort)))
+	c.owner = spawn(t, "remote-owner", remoteEnv(srv, c.rt, with(env, map[string]string{
+		"NODE_PORT": strconv.Itoa(ownerPort), "NODE_ADVERTISED": c.toOwner.Addr()})))
+	require.Equal(t, c.toOwner.Addr(), c.owner.expect(t, "NODE ", 10*time.Second))
+	return c
+}
+
+// cut stops both directions.
+func (c cutOff) cut() {
+	c.toRuntime.Cut()
+	c.toOwner.Cut()
+}
+
+func TestRemoteOwnerBehindACutNetworkLosesItsLockAfterTheLease(t *testing.T) {
+	const lease = 2 * time.Second
+	c := startCutOff(t, map[string]string{"LOCK_NAME": "remote-cut"}, actorlock.WithWatchdog(lease))
+	rdb, w := c.rdb, c.owner
 	g := acquired(t, w)
 	time.Sleep(lease + lease/6) // renewals through the proxies; cut between two
 	assertHolder(t, rdb, "remote-cut", g.owner)
 
-	toRuntime.Cut()
-	toOwner.Cut()
+	c.cut()
 	cut := time.Now()
 	// Nothing crosses the cut, but the owner's keeper, whose renewals are no
 	// longer confirmed, tells it the lock is lost, before the runtime can

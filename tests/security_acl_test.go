@@ -215,6 +215,28 @@ var aclProbes = map[string]aclProbe{
 	"+incrby": func(ctx context.Context, e probeEnv) error {
 		return e.rt.Semaphore(e.name).Release(ctx, 1)
 	},
+	"+lpos": func(ctx context.Context, e probeEnv) error {
+		// Two items due at the same ms behind one not due yet: the mover
+		// looks up their places in the list to move them in the order
+		// offered.
+		timeouts, list := scripts.DelayTimeoutKey(e.name), scripts.DelayQueueKey(e.name)
+		now, err := e.admin.Time(ctx).Result()
+		if err != nil {
+			return err
+		}
+		for i, due := range []int64{now.UnixMilli() + 3_600_000, 0, 0} {
+			m := scripts.DelayMember([8]byte{byte(9 - i)}, []byte{byte('a' + i)})
+			if err := e.admin.ZAdd(ctx, timeouts, redis.Z{Score: float64(due), Member: m}).Err(); err != nil {
+				return err
+			}
+			if err := e.admin.RPush(ctx, list, m).Err(); err != nil {
+				return err
+			}
+		}
+		q := e.rt.DelayedQueue(e.name)
+		defer q.Close()
+		return nil
+	},
 	"+zrangebyscore": func(ctx context.Context, e probeEnv) error {
 		_, _, err := e.rt.PermitExpirableSemaphore(e.name).TryAcquire(ctx, time.Second)
 		return err

@@ -39,7 +39,7 @@ import (
 const aclSetUser = "ACL SETUSER actorlock reset on >PASSWORD ~* resetchannels &redisson_*" +
 	" +evalsha +eval +subscribe +unsubscribe +ping +exists +get +hget +hmget +pttl +llen +lpop +blpop +del" +
 	" +time +set +incr +hset +hincrby +hexists +hdel +hlen +hkeys +pexpire +publish" +
-	" +lindex +lrange +lrem +rpush +lpush +ltrim +zadd +zrem +zscore +zrange +zrangebyscore" +
+	" +lindex +lrange +lrem +lpos +rpush +lpush +ltrim +zadd +zrem +zscore +zrange +zrangebyscore" +
 	" +decr +decrby +incrby +setnx"
 
 // aclClusterGrants are what a Redis Cluster adds to aclSetUser: sharded

@@ -116,7 +116,8 @@ func loadPool(path string) (*x509.CertPool, error) {
 //	GOT <type> <code>                 any other response (say, to a spoofed request)
 //	STOPPED                           the owner actor stopped (STOP_OWNER_MS)
 //
-// KEEP=0 runs no keeper (the owner sends no RenewRequest); KEEP_LEASE=0
+// LEASE_MS asks for a fixed lease. KEEP=0 runs no keeper (the owner sends
+// no RenewRequest); KEEP_LEASE=0
 // gives the keeper no lease (it learns it); SEPARATE_KEEPER=1
 // runs the keeper outside the owner actor, so it outlives it; STOP_OWNER_MS
 // stops the owner actor that long after acquiring.
@@ -146,6 +147,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 			ctx.Request(server, &messages.AcquireRequest{
 				RequestId: "a", Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
 				WaitMs: int64(envInt("WAIT_MS")), OwnerToken: os.Getenv("OWNER_TOKEN"),
+				LeaseMs: int64(envInt("LEASE_MS")),
 			})
 		case *actor.Stopped:
 			say("STOPPED")

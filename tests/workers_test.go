@@ -72,16 +72,24 @@ func spawn(t *testing.T, mode string, env map[string]string) *worker {
 // expect waits for a line starting with prefix and returns the rest.
 func (w *worker) expect(t *testing.T, prefix string, within time.Duration) string {
 	t.Helper()
+	line := w.expectLine(t, within, fmt.Sprintf("%q", prefix), func(l string) bool { return strings.HasPrefix(l, prefix) })
+	return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+}
+
+// expectLine waits for a line that match accepts (what names it), skipping
+// the others, and returns it.
+func (w *worker) expectLine(t *testing.T, within time.Duration, what string, match func(string) bool) string {
+	t.Helper()
 	deadline := time.After(within)
 	for {
 		select {
 		case line, ok := <-w.lines:
-			require.True(t, ok, "worker exited before printing %q", prefix)
-			if rest, found := strings.CutPrefix(line, prefix); found {
-				return strings.TrimSpace(rest)
+			require.True(t, ok, "worker exited before printing %s", what)
+			if match(line) {
+				return line
 			}
 		case <-deadline:
-			t.Fatalf("worker printed no %q within %v", prefix, within)
+			t.Fatalf("worker printed no %s within %v", what, within)
 		}
 	}
 }
