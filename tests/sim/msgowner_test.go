@@ -212,8 +212,10 @@ func (wk *worker) byMessage() {
 			n.record(wk.id, "message renew by %s -> no answer", short(owner))
 		case r.Renewed:
 			n.record(wk.id, "message renew by %s -> renewed, lease %dms", short(owner), r.LeaseMs)
-			if r.LeaseMs != wk.w.cfg.watchdog.Milliseconds() {
-				m.fail("a RenewRequest renews for a watchdog lease", n, []string{field()}, "lease %dms, watchdog %v", r.LeaseMs, wk.w.cfg.watchdog)
+			// What is left of the hold's validity: never more than a
+			// watchdog lease, less for a fixed lease_ms.
+			if r.LeaseMs < 0 || r.LeaseMs > wk.w.cfg.watchdog.Milliseconds() {
+				m.fail("a RenewRequest reports what is left of the hold, at most a watchdog lease", n, []string{field()}, "lease %dms, watchdog %v", r.LeaseMs, wk.w.cfg.watchdog)
 			}
 		default:
 			// The hold may have been lost (faults, DEL, force-unlock, a
