@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/remoting"
 )
@@ -135,7 +136,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 	answered := make(chan struct{})
 	var separate *actor.PID
 	if os.Getenv("SEPARATE_KEEPER") == "1" {
-		separate = sys.Root.Spawn(actorlock.KeeperProps())
+		separate = sys.Root.Spawn(actorkit.KeeperProps())
 	}
 	var asked time.Time
 	owner := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -160,7 +161,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 				return
 			}
 			say("ACQUIRED %s %s %d %d", m.OwnerToken, m.Owner, m.FencingToken, m.TtlMs)
-			keep := &actorlock.Keep{Runtime: server, Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
+			keep := &actorkit.Keep{Runtime: server, Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
 				OwnerToken: m.OwnerToken, Lease: time.Duration(m.TtlMs) * time.Millisecond, Since: asked}
 			if os.Getenv("KEEP_LEASE") == "0" {
 				keep.Lease = 0 // learnt from the runtime's RenewResponses
@@ -169,7 +170,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 			case separate != nil:
 				ctx.Send(separate, keep)
 			case os.Getenv("KEEP") != "0":
-				ctx.Send(ctx.Spawn(actorlock.KeeperProps()), keep)
+				ctx.Send(ctx.Spawn(actorkit.KeeperProps()), keep)
 			}
 			if stopAfter > 0 {
 				self := ctx.Self()

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -48,12 +49,12 @@ func (a *bridgeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		// A child: it stops with the owner, and with it the renewals.
-		a.keeper = ctx.Spawn(actorlock.KeeperProps())
+		a.keeper = ctx.Spawn(actorkit.KeeperProps())
 	case *send:
 		ctx.Request(m.to, m.msg)
-	case *actorlock.Keep:
+	case *actorkit.Keep:
 		ctx.Send(a.keeper, m)
-	case *actorlock.Unkeep:
+	case *actorkit.Unkeep:
 		ctx.Send(a.keeper, m)
 	case *messages.AcquireResponse, *messages.ReleaseResponse, *messages.CancelResponse:
 		select {
@@ -162,7 +163,7 @@ func (n *node) fairOwner(ctx context.Context, o int) {
 			continue
 		}
 		id := n.enter(kindFair, []string{name}, []int64{ar.FencingToken}, asked)
-		b.sys.Root.Send(b.pid, &actorlock.Keep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR,
+		b.sys.Root.Send(b.pid, &actorkit.Keep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR,
 			OwnerToken: token, Lease: time.Duration(ar.TtlMs) * time.Millisecond})
 		sctx, cancel := sectionCtx(ctx)
 		wrote, err := n.runJob(sctx, k)
@@ -170,7 +171,7 @@ func (n *node) fairOwner(ctx context.Context, o int) {
 		if err != nil {
 			n.fail("job", err)
 		}
-		b.sys.Root.Send(b.pid, &actorlock.Unkeep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR, OwnerToken: token})
+		b.sys.Root.Send(b.pid, &actorkit.Unkeep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR, OwnerToken: token})
 		relID := fmt.Sprintf("rel-%d-%d-%d", n.idx, o, seq)
 		b.request(runtime, &messages.ReleaseRequest{RequestId: relID, Name: name, Kind: messages.Kind_KIND_FAIR, OwnerToken: token})
 		resp, why = b.await(sctx, relID, releaseWait, n.peers.dead[target])

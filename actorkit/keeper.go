@@ -1,4 +1,4 @@
-package actorlock
+package actorkit
 
 import (
 	"log/slog"
