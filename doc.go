@@ -41,10 +41,10 @@
 //   - Runtime.Semaphore and Runtime.PermitExpirableSemaphore (RSemaphore,
 //     RPermitExpirableSemaphore).
 //   - Runtime.CountDownLatch (RCountDownLatch).
-//   - The message protocol (package messages) for actors: send requests to
-//     Runtime.PID, or over protoactor remote to Runtime.NamedPID
-//     (package remoting); keep a remote owner's locks alive with
-//     KeeperProps.
+//   - The message protocol (package messages) for actors: package actorkit
+//     has the runtime's PID, the keeper of a remote owner's locks and the
+//     options of a runtime on your own actor system; package remoting
+//     serves a runtime over protoactor remote.
 //
 // Errors are sentinels for errors.Is (ErrNotAcquired, ErrNotOwner, ErrLost,
 // ErrClosed, ErrInvalidArgument, ...), and a cancelled context keeps its

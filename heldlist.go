@@ -23,7 +23,7 @@ type HeldLock struct {
 
 // Held lists this runtime's holds now: every Held neither unlocked nor
 // lost yet (members of a MultiLock or RedLock each appear), oldest first.
-// Holds acquired by message (Runtime.PID) are not listed. It reads local
+// Holds acquired by message (actorkit.PID) are not listed. It reads local
 // state only, no Redis: a hold listed may already be lost in Redis without
 // the runtime knowing yet (see Held.Done).
 func (rt *Runtime) Held() []HeldLock {

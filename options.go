@@ -53,8 +53,13 @@ func defaultConfig() config {
 }
 
 func (c *config) invalid(format string, args ...any) {
+	c.fail(fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
+}
+
+// fail keeps the first error of the options, which New returns.
+func (c *config) fail(err error) {
 	if c.err == nil {
-		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+		c.err = err
 	}
 }
 
@@ -71,35 +76,8 @@ func WithWatchdog(lease time.Duration) Option {
 	}
 }
 
-// WithActorSystem runs the runtime's actors on sys instead of a system of its
-// own. The runtime never shuts sys down. Default: a new system whose logs go
-// to the WithLogger logger.
-func WithActorSystem(sys *actor.ActorSystem) Option {
-	return func(c *config) {
-		if sys == nil {
-			c.invalid("nil actor system")
-		}
-		c.system = sys
-	}
-}
-
-// WithName registers the runtime's PID under name in its actor system, so
-// that actors of other processes can address it as actor.NewPID(<node
-// address>, name) (see NamedPID). Use it when you run protoactor remote on
-// your own system (WithActorSystem); remoting.WithRemote names the PID
-// itself.
-// Default: no name.
-func WithName(name string) Option {
-	return func(c *config) {
-		if name == "" {
-			c.invalid("empty PID name")
-		}
-		c.name = name
-	}
-}
-
 // WithLogger sets where the runtime (and the actor system it creates, unless
-// WithActorSystem is given) logs. Default: nowhere.
+// actorkit.WithActorSystem is given) logs. Default: nowhere.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {

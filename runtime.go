@@ -34,7 +34,7 @@ type Runtime struct {
 	watchdog  time.Duration
 	// stopServer stops what remoting.WithRemote started; Close calls it.
 	stopServer func(context.Context) error
-	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
+	gateway    *actor.PID // the runtime's PID under its name (actorkit.NamedPID)
 	keyPrefix  string     // WithKeyPrefix
 	noRecord   bool       // WithRuntimeRecord(false)
 	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
@@ -114,7 +114,7 @@ func newConfig(rdb redis.UniversalClient, opts []Option) (config, error) {
 		return cfg, cfg.err
 	}
 	if cfg.server != nil && cfg.system != nil {
-		return cfg, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with WithName", ErrInvalidArgument)
+		return cfg, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with actorkit.WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with actorkit.WithName", ErrInvalidArgument)
 	}
 	return cfg, nil
 }
@@ -171,29 +171,19 @@ func (rt *Runtime) spawnGateway(name string) error {
 	return nil
 }
 
+// valid reports whether rt is a runtime New made: a nil or zero Runtime
+// is refused by every method with ErrInvalidArgument.
+func (rt *Runtime) valid() bool { return rt != nil && rt.actors != nil }
+
 // ID is the runtime's random UUID: owner ids of its lock handles are
 // "<ID>:<n>", as Redisson's are "<client UUID>:<thread id>".
 func (rt *Runtime) ID() string { return rt.id }
-
-// PID is where actors send lock requests (package messages): AcquireRequest,
-// ReleaseRequest, RenewRequest, CancelRequest. Send them with
-// Context.Request so that the reply comes back to the requesting actor. A
-// lock acquired by message belongs to the owner token of its
-// AcquireResponse, which every later request of that owner presents. The
-// runtime renews it while the actor that acquired it lives (an actor of
-// another process proves that with RenewRequests: see KeeperProps) and
-// releases it when it stops. Actors of other processes address the runtime
-// by NamedPID.
-func (rt *Runtime) PID() *actor.PID { return rt.actors.Manager() }
-
-// ActorSystem is the actor system the runtime runs on.
-func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
 
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
 // goroutine of the runtime and waits for them, up to ctx, and stops the
 // remote that remoting.WithRemote started. It does not close the Redis client, nor
-// an actor system given with WithActorSystem (nor its remote). Calling
+// an actor system given with actorkit.WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) (err error) {
 	defer failed("close", "", &err)

@@ -16,7 +16,7 @@ import (
 )
 
 // An actor locks by message: it sends an AcquireRequest to the runtime's PID
-// (rt.NamedPID() from another process), keeps the lock alive with a keeper
+// (actorkit.NamedPID(rt) from another process), keeps the lock alive with a keeper
 // child (needed when the owner is in another process than the runtime),
 // and releases with the owner token of the response.
 func ExampleKeeperProps() {
@@ -30,7 +30,7 @@ func ExampleKeeperProps() {
 	defer rt.Close(ctx)
 
 	const name = "example:actor-lock"
-	locks, done := rt.PID(), make(chan struct{})
+	locks, done := actorkit.PID(rt), make(chan struct{})
 	var keeper *actor.PID
 	owner := actor.PropsFromFunc(func(c actor.Context) {
 		switch m := c.Message().(type) {
@@ -49,9 +49,9 @@ func ExampleKeeperProps() {
 			close(done)
 		}
 	})
-	pid := rt.ActorSystem().Root.Spawn(owner)
+	pid := actorkit.System(rt).Root.Spawn(owner)
 	<-done
-	_ = rt.ActorSystem().Root.StopFuture(pid).Wait()
+	_ = actorkit.System(rt).Root.StopFuture(pid).Wait()
 	// Output:
 	// acquired: true
 	// released: true

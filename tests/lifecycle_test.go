@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -65,7 +66,7 @@ func TestBadInputGivesSentinelErrors(t *testing.T) {
 	for _, opt := range []actorlock.Option{
 		actorlock.WithWatchdog(-time.Second), actorlock.WithWatchdog(0), actorlock.WithIdleTimeout(0),
 		actorlock.WithCallTimeout(-1), actorlock.WithFencingCounterTTL(-1), actorlock.WithMaxHandoffs(-1),
-		actorlock.WithLogger(nil), actorlock.WithActorSystem(nil), nil,
+		actorlock.WithLogger(nil), actorkit.WithActorSystem(nil), nil,
 	} {
 		_, err = actorlock.New(c, opt)
 		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
@@ -285,7 +286,7 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 	}
 	processes := func() int {
 		n := 0
-		for _, shard := range rt.ActorSystem().ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, shard := range actorkit.System(rt).ProcessRegistry.LocalPIDs.LocalPIDs {
 			n += shard.Count()
 		}
 		return n

@@ -88,7 +88,7 @@ func remoteNode() (*actor.ActorSystem, *actor.PID, error) {
 	remote.NewRemote(sys, remote.Configure("127.0.0.1", port, opts...)).Start()
 	name := os.Getenv("SERVER_NAME")
 	if name == "" {
-		name = actorlock.DefaultRemoteName
+		name = actorkit.DefaultRemoteName
 	}
 	return sys, actor.NewPID(os.Getenv("SERVER_ADDR"), name), nil
 }
@@ -287,7 +287,7 @@ func workerRemoteSpoof(*actorlock.Runtime, redis.UniversalClient) int {
 		say("DONE")
 		select {}
 	}
-	wrong := actorlock.NewOwnerToken()
+	wrong := actorkit.NewOwnerToken()
 	for _, tok := range []struct{ label, token string }{{"none", ""}, {"wrong", wrong}} {
 		step("release-"+tok.label, a.ask(sys, server, &messages.ReleaseRequest{RequestId: "r-" + tok.label, Name: name, Kind: kind, OwnerToken: tok.token}))
 		step("renew-"+tok.label, a.ask(sys, server, &messages.RenewRequest{RequestId: "n-" + tok.label, Name: name, Kind: kind, OwnerToken: tok.token}))
@@ -325,7 +325,7 @@ func workerRemoteValidate(*actorlock.Runtime, redis.UniversalClient) int {
 	}
 	a := spawnAsker(sys)
 	lock := messages.Kind_KIND_LOCK
-	token := actorlock.NewOwnerToken()
+	token := actorkit.NewOwnerToken()
 	cases := []struct {
 		label string
 		msg   proto.Message

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
@@ -70,7 +69,7 @@ func (a *bridgeActor) Receive(ctx actor.Context) {
 }
 
 func (n *node) newBridge() *bridge {
-	b := &bridge{n: n, sys: n.rt.ActorSystem(), replies: make(chan proto.Message, 16)}
+	b := &bridge{n: n, sys: actorkit.System(n.rt), replies: make(chan proto.Message, 16)}
 	b.pid = b.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridgeActor{b: b} }))
 	return b
 }
@@ -127,9 +126,9 @@ func (n *node) fairOwner(ctx context.Context, o int) {
 		}
 		target := n.peers.pick(skip)
 		skip = -1
-		runtime := actor.NewPID(n.peers.addrs[target], actorlock.DefaultRemoteName)
+		runtime := actor.NewPID(n.peers.addrs[target], actorkit.DefaultRemoteName)
 		name := jobLock(k)
-		token := actorlock.NewOwnerToken()
+		token := actorkit.NewOwnerToken()
 		reqID := fmt.Sprintf("acq-%d-%d-%d", n.idx, o, seq)
 		asked := time.Now()
 		n.waiting.Add(1)
