@@ -8,6 +8,7 @@ import (
 
 	"github.com/actorlock/actorlock/internal/inspect"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // ErrWrongKind: the name holds another kind of object than the handle's
@@ -20,47 +21,6 @@ import (
 // (Redisson gives both the same hash): they exclude each other, as in
 // Redisson, the fair lock's queue order not binding the reentrant lock.
 var ErrWrongKind error = sentinelError("actorlock: the name holds another kind of object")
-
-// LockInfo is who holds a lock, read from Redis: any owner, of this
-// runtime or another, Go or Java (Redisson).
-type LockInfo struct {
-	Name string
-	// Mode is a read-write lock's mode: "read", "write", or "" when free.
-	// Empty for the other locks.
-	Mode    string
-	Holders []LockHolder // sorted by owner; none when free
-	// TTL is how long the lock's lease has left: 0 when free, -1 when the
-	// key has no expiry (set by someone else).
-	TTL time.Duration
-}
-
-// Locked reports whether any owner holds the lock.
-func (i LockInfo) Locked() bool { return len(i.Holders) > 0 }
-
-// LockHolder is one owner's holds. Owners are "<runtime id>:<n>" for
-// actorlock's, "<client UUID>:<thread id>" for Redisson's, or a WithOwner
-// id.
-type LockHolder struct {
-	Owner string
-	// Count is the owner's holds; for a read-write lock, its read holds.
-	Count int64
-	// WriteCount is a read-write lock owner's write holds.
-	WriteCount int64
-	// ReadTTLs is, for a read-write lock, how long each read hold has
-	// left (hold n at index n-1; at most 100 listed): 0 when it has run
-	// out, so it stops counting at the lock's next renewal.
-	ReadTTLs []time.Duration
-}
-
-// Waiter is an owner in a fair lock's queue.
-type Waiter struct {
-	Owner string
-	// Deadline is when it loses its place unless granted the lock first,
-	// by the Redis server's clock (which every client's deadlines use).
-	Deadline time.Time
-	// Remaining is Deadline less the Redis server's time when read.
-	Remaining time.Duration
-}
 
 // PermitHolder is a taken permit of a permit-expirable semaphore. Permits
 // have ids, not owners: whoever has the id holds it.
@@ -80,18 +40,18 @@ type PermitHolder struct {
 // lockers show the whole lock), in one MULTI; then each read hold's TTL. It returns ErrWrongKind if the name holds another kind of object
 // (a read-write lock read through a plain Lock handle, say). What it
 // shows may have changed by the time it returns.
-func (l *Lock) Holders(ctx context.Context) (_ LockInfo, err error) {
+func (l *Lock) Holders(ctx context.Context) (_ observe.LockInfo, err error) {
 	defer failed("holders", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
-		return LockInfo{}, err
+		return observe.LockInfo{}, err
 	}
 	o, err := l.read(ctx, l.inspectKind())
 	if err != nil {
-		return LockInfo{}, err
+		return observe.LockInfo{}, err
 	}
-	info := LockInfo{Name: o.Name, Mode: o.Mode, TTL: o.TTL}
+	info := observe.LockInfo{Name: o.Name, Mode: o.Mode, TTL: o.TTL}
 	for _, h := range o.Holds {
-		info.Holders = append(info.Holders, LockHolder{Owner: h.Owner, Count: h.Count, WriteCount: h.Writes, ReadTTLs: h.ReadTTLs})
+		info.Holders = append(info.Holders, observe.LockHolder{Owner: h.Owner, Count: h.Count, WriteCount: h.Writes, ReadTTLs: h.ReadTTLs})
 	}
 	return info, nil
 }
@@ -99,7 +59,7 @@ func (l *Lock) Holders(ctx context.Context) (_ LockInfo, err error) {
 // Waiters lists a fair lock's queue, head first (at most 100 owners):
 // who gets the lock next, and until when each keeps its place. It is
 // ErrInvalidArgument on other locks, which queue nothing in Redis.
-func (l *Lock) Waiters(ctx context.Context) (_ []Waiter, err error) {
+func (l *Lock) Waiters(ctx context.Context) (_ []observe.Waiter, err error) {
 	defer failed("waiters", l.key.Name, &err)
 	if err := l.check(ctx, nil); err != nil {
 		return nil, err
@@ -111,9 +71,9 @@ func (l *Lock) Waiters(ctx context.Context) (_ []Waiter, err error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Waiter, len(o.Waiters))
+	out := make([]observe.Waiter, len(o.Waiters))
 	for i, w := range o.Waiters {
-		out[i] = Waiter(w)
+		out[i] = observe.Waiter(w)
 	}
 	return out, nil
 }

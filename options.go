@@ -12,6 +12,7 @@ import (
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/internal/ext"
 	"github.com/actorlock/actorlock/internal/mutant"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // Option configures a Runtime.
@@ -36,7 +37,7 @@ type config struct {
 	// telemetry.go, events.go
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
-	events         func(Event)
+	events         func(observe.Event)
 	err            error
 }
 
@@ -267,13 +268,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
-// WithEvents calls fn with every Event of the runtime's locks: acquired,
+// WithEvents calls fn with every observe.Event of the runtime's locks: acquired,
 // released, lost (with the reason), renewal failed (with the error), handed
 // off, given up. Best effort: fn runs on one goroutine of the runtime, in
 // order, never holding up a lock operation; events that find 1024 others
-// waiting for fn are dropped (DroppedEvents counts them). Close delivers
+// waiting for fn are dropped (Stats.DroppedEvents counts them). Close delivers
 // those still waiting before it returns. Default: none.
-func WithEvents(fn func(Event)) Option {
+func WithEvents(fn func(observe.Event)) Option {
 	return func(c *config) {
 		if fn == nil {
 			c.invalid("nil events callback")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // maxOwnerBytes bounds the owner id of a Go handle (WithOwner).
@@ -219,36 +220,17 @@ func (rt *Runtime) Close(ctx context.Context) (err error) {
 	return rt.closeErr
 }
 
-// Stats is a snapshot of the state a runtime keeps.
-type Stats struct {
-	// LockActors: lock names with state in this process (held, waited
-	// for, or used within the idle timeout).
-	LockActors int
-	// DormantLocks: of LockActors, names held here without a live actor:
-	// after the idle timeout a name whose only state is Go callers' holds
-	// is kept as a compact record, its actor started again by the next
-	// request for it, by its validity deadline or by Close.
-	DormantLocks int
-	// Subscriptions: pub/sub channels and patterns subscribed.
-	Subscriptions int
-	// Renewals: holds the watchdog renews.
-	Renewals int
-	// DelayedQueueMovers: delayed queues whose due items this runtime
-	// moves (a handle is open, or items are pending).
-	DelayedQueueMovers int
-	// PrimitiveActors: blocking queues, semaphores and count-down latches
-	// with state in this process (waited on, or used within the idle
-	// timeout).
-	PrimitiveActors int
-}
-
 // Stats reports what the runtime keeps now, for metrics and leak checks.
-func (rt *Runtime) Stats(ctx context.Context) (Stats, error) {
+// After Close it returns ErrClosed, with DroppedEvents still counted.
+func (rt *Runtime) Stats(ctx context.Context) (observe.Stats, error) {
 	if ctx == nil {
-		return Stats{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return observe.Stats{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	s, err := rt.actors.Stats(ctx)
-	return Stats(s), err
+	return observe.Stats{
+		LockActors: s.LockActors, DormantLocks: s.DormantLocks, Subscriptions: s.Subscriptions, Renewals: s.Renewals,
+		DelayedQueueMovers: s.DelayedQueueMovers, PrimitiveActors: s.PrimitiveActors, DroppedEvents: rt.tel.events.droppedCount(),
+	}, err
 }
 
 // Lock returns a handle on the reentrant lock name (Redisson's RLock). The

@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // instrumentation is the name and version the runtime's meter and tracer
@@ -172,7 +173,7 @@ func newTelemetry(cfg *config) (*telemetry, error) {
 
 // startEvents starts the WithEvents goroutine, once nothing can fail before
 // Close is there to stop it.
-func (t *telemetry) startEvents(fn func(Event)) { t.events = newDispatcher(fn) }
+func (t *telemetry) startEvents(fn func(observe.Event)) { t.events = newDispatcher(fn) }
 
 // observeSubscriptions registers the subscriptions gauge, read from the
 // actors when a reader collects; Close unregisters it.
@@ -227,13 +228,13 @@ func (t *telemetry) handoff(key actors.LockKey, from, to string, local bool) {
 	k := kindOf(key.Kind)
 	t.handoffs.Add(context.Background(), 1, t.handoffOpts[k][i]...)
 	if local {
-		t.events.emit(Event{Kind: EventHandedOff, Name: key.Name, LockKind: kindNames[k], Owner: to, From: from})
+		t.events.emit(observe.Event{Kind: observe.EventHandedOff, Name: key.Name, LockKind: kindNames[k], Owner: to, From: from})
 	}
 }
 
 func (t *telemetry) renewalFailed(name, owner string, err error) {
 	t.renewFail.Add(context.Background(), 1)
-	t.events.emit(Event{Kind: EventRenewalFailed, Name: name, Owner: owner, Err: err})
+	t.events.emit(observe.Event{Kind: observe.EventRenewalFailed, Name: name, Owner: owner, Err: err})
 }
 
 func (t *telemetry) queueLateness(_ string, late []time.Duration) {
@@ -303,7 +304,7 @@ func (o acquireObs) end(err error, owner string, token int64) {
 		o.span.End()
 	}
 	if o.gaveUp && out == outNotAcquired && o.kind <= kindWrite {
-		t.events.emit(Event{Kind: EventGaveUp, Name: o.name, LockKind: kindNames[o.kind], Owner: owner, Wait: waited, Err: err})
+		t.events.emit(observe.Event{Kind: observe.EventGaveUp, Name: o.name, LockKind: kindNames[o.kind], Owner: owner, Wait: waited, Err: err})
 	}
 }
 

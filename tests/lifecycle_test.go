@@ -15,6 +15,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/actorkit"
+	"github.com/actorlock/actorlock/observe"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -273,7 +274,7 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 		took := time.Since(start)
 		require.Eventually(t, func() bool {
 			st, err := rt.Stats(ctx)
-			return err == nil && st == actorlock.Stats{}
+			return err == nil && st == observe.Stats{}
 		}, 30*time.Second, 50*time.Millisecond, "per-name state must go once idle")
 		return took
 	}

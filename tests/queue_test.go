@@ -19,6 +19,7 @@ import (
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // redissonMember packs a delayed item as Redisson's Lua does,
@@ -674,7 +675,7 @@ func TestQueueBadInputAndClose(t *testing.T) {
 		assert.Equal(t, 3, st.PrimitiveActors)
 		require.Eventually(t, func() bool {
 			st, err := rt.Stats(ctx)
-			return err == nil && st == actorlock.Stats{}
+			return err == nil && st == observe.Stats{}
 		}, 5*time.Second, 20*time.Millisecond, "per-name state must go once idle")
 
 		took := make(chan error, 1)
