@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/actorlock/actorlock/internal/inspect"
 	"github.com/actorlock/actorlock/messages"
@@ -21,19 +20,6 @@ import (
 // (Redisson gives both the same hash): they exclude each other, as in
 // Redisson, the fair lock's queue order not binding the reentrant lock.
 var ErrWrongKind error = sentinelError("actorlock: the name holds another kind of object")
-
-// PermitHolder is a taken permit of a permit-expirable semaphore. Permits
-// have ids, not owners: whoever has the id holds it.
-type PermitHolder struct {
-	ID string // 32 hex digits, as Acquire returns them
-	// Expiry is when the permit returns to the pool by itself, by the
-	// Redis server's clock; zero when it has no lease.
-	Expiry time.Time
-	// Remaining is Expiry less the Redis server's time when read (0
-	// without lease); negative: it has expired and returns to the pool at
-	// the semaphore's next call.
-	Remaining time.Duration
-}
 
 // Holders reads who holds the lock now: owners and hold counts, the lease
 // left and, for a read-write lock's locker, the mode and every reader (both
@@ -100,25 +86,4 @@ func (l *Lock) inspectKind() inspect.Kind {
 		return inspect.ReadWriteLock
 	}
 	return inspect.Lock
-}
-
-// Holders lists the taken permits, soonest expiry first (at most 100),
-// expired ones not yet returned included. What it shows may have changed
-// by the time it returns.
-func (s *PermitExpirableSemaphore) Holders(ctx context.Context) (_ []PermitHolder, err error) {
-	defer s.wrap("holders", &err)
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.rt.actors.CallTimeout())
-	defer cancel()
-	o, err := wrongKind(inspect.Read(ctx, s.rt.rdb, s.name, inspect.ExpirableSemaphore, 0))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PermitHolder, len(o.Permits))
-	for i, p := range o.Permits {
-		out[i] = PermitHolder{ID: p.ID, Expiry: p.Expiry, Remaining: p.Remaining}
-	}
-	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/observe"
 )
@@ -39,6 +40,8 @@ type Runtime struct {
 	keyPrefix  string     // WithKeyPrefix
 	noRecord   bool       // WithRuntimeRecord(false)
 	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
+	// core is the runtime as package primitive's handles see it.
+	core *core.Runtime
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -86,6 +89,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (_ *Runtime, err error) {
 	}
 	tel.startEvents(cfg.events)
 	rt.actors = actors.Start(actorsConfig(rt, &cfg, cluster, logger))
+	rt.core = core.New(rt.actors, rdb, primitiveObs{tel}, &rt.closed, rt.done, &rt.acquire)
 	if err := tel.observeSubscriptions(cfg.meterProvider, rt); err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

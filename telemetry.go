@@ -308,19 +308,30 @@ func (o acquireObs) end(err error, owner string, token int64) {
 	}
 }
 
-func permitKind(expirable bool) acqKind {
+// primitiveObs is the telemetry as package primitive's handles use it
+// (core.Observer).
+type primitiveObs struct{ t *telemetry }
+
+// StartPermits follows an acquisition of permits, of kind "semaphore" or
+// "permit"; a try that got nothing counts as not acquired.
+func (p primitiveObs) StartPermits(ctx context.Context, expirable bool, name string, waiting bool) (context.Context, func(bool, error)) {
+	kind := kindSemaphore
 	if expirable {
-		return kindPermit
+		kind = kindPermit
 	}
-	return kindSemaphore
+	ctx, obs := p.t.startAcquire(ctx, kind, name, waiting, false)
+	return ctx, func(acquired bool, err error) {
+		if err == nil && !acquired {
+			err = ErrNotAcquired
+		}
+		obs.end(err, "", 0)
+	}
 }
 
-// acquiredOr is err, or ErrNotAcquired for a try that got nothing.
-func acquiredOr(acquired bool, err error) error {
-	if err == nil && !acquired {
-		return ErrNotAcquired
-	}
-	return err
+// StartSpan is the span of a queue call.
+func (p primitiveObs) StartSpan(ctx context.Context, op, name string) (context.Context, func(*error)) {
+	ctx, span := p.t.startSpan(ctx, op, name)
+	return ctx, span.end
 }
 
 func tokenOf(h *Held) int64 {

@@ -1,4 +1,4 @@
-package actorlock
+package primitive
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 )
 
 // CountDownLatch is a handle on a count-down latch (Redisson's
@@ -16,12 +17,6 @@ import (
 // leaves one hanging. It is safe for concurrent use.
 type CountDownLatch struct{ primitive }
 
-// CountDownLatch returns a handle on latch name. A bad name is reported by
-// the handle's methods as ErrInvalidArgument.
-func (rt *Runtime) CountDownLatch(name string) *CountDownLatch {
-	return &CountDownLatch{primitive: rt.primitive(name)}
-}
-
 // TrySetCount sets the count if the latch has none (it is zero), and
 // reports whether it did.
 func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (_ bool, err error) {
@@ -30,7 +25,7 @@ func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (_ bool, 
 		return false, err
 	}
 	if count < 1 {
-		return false, fmt.Errorf("%w: count %d is not positive", ErrInvalidArgument, count)
+		return false, fmt.Errorf("%w: count %d is not positive", core.ErrInvalidArgument, count)
 	}
 	return l.redis().TrySetLatchCount(ctx, l.name, count)
 }
@@ -56,17 +51,17 @@ func (l *CountDownLatch) Count(ctx context.Context) (_ int64, err error) {
 }
 
 // Await returns nil once the count is zero, ctx's error when ctx ends first
-// (errors.Is(err, context.DeadlineExceeded) for a deadline), or ErrClosed.
+// (errors.Is(err, context.DeadlineExceeded) for a deadline), or core.ErrClosed.
 func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 	defer l.wrap("await", &err)
 	if err := l.check(ctx); err != nil {
 		return err
 	}
-	id := l.rt.acquire.Add(1)
-	res, err := ask(ctx, l.rt, l.send, func(reply chan<- error) any {
+	id := l.rt.NextID()
+	res, err := core.Ask(ctx, l.rt.Done(), l.send, func(reply chan<- error) any {
 		return &actors.Await{Name: l.name, ID: id, Reply: reply}
 	}, nil, nil)
-	if err != nil && !errors.Is(err, ErrClosed) {
+	if err != nil && !errors.Is(err, core.ErrClosed) {
 		// Nothing to give back: the latch actor only forgets this awaiter.
 		l.send(&actors.AwaitCancel{Name: l.name, ID: id})
 	}

@@ -1,4 +1,4 @@
-package actorlock
+package primitive
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 )
 
 // Semaphore is a handle on a counting semaphore (Redisson's RSemaphore):
@@ -16,12 +17,6 @@ import (
 // by a recheck at least every second should a message be lost. It is safe
 // for concurrent use.
 type Semaphore struct{ primitive }
-
-// Semaphore returns a handle on semaphore name. A bad name is reported by
-// the handle's methods as ErrInvalidArgument.
-func (rt *Runtime) Semaphore(name string) *Semaphore {
-	return &Semaphore{primitive: rt.primitive(name)}
-}
 
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
@@ -120,13 +115,6 @@ type PermitExpirableSemaphore struct{ primitive }
 // MaxPermitIDs is the same bound: errors_internal_test.go checks it.)
 const MaxPermitsPerCall = 1000
 
-// PermitExpirableSemaphore returns a handle on permit-expirable semaphore
-// name. A bad name is reported by the handle's methods as
-// ErrInvalidArgument.
-func (rt *Runtime) PermitExpirableSemaphore(name string) *PermitExpirableSemaphore {
-	return &PermitExpirableSemaphore{primitive: rt.primitive(name)}
-}
-
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *PermitExpirableSemaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
@@ -195,10 +183,10 @@ func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int6
 }
 
 // Release gives permits ids back; every one still held returns to the pool
-// in one step. It returns ErrPermitExpired if any had run out of lease (it
+// in one step. It returns core.ErrPermitExpired if any had run out of lease (it
 // was back in the pool, or is now: the work it guarded was not protected to
 // the end) or was not held (released already, or never taken), and
-// ErrInvalidArgument, releasing nothing, for no id, more than
+// core.ErrInvalidArgument, releasing nothing, for no id, more than
 // MaxPermitsPerCall, an id given twice or one that is not 32 hex digits.
 func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) (err error) {
 	defer s.wrap("release", &err)
@@ -211,9 +199,9 @@ func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) (
 // UpdateLeaseTime gives held permit id a new lease counted from now (0: no
 // expiry), as Redisson's updateLeaseTime: to keep a permit through work
 // longer than planned, call it well before the lease ends. It returns
-// ErrPermitExpired when the permit is not held (its lease ran out: it is
+// core.ErrPermitExpired when the permit is not held (its lease ran out: it is
 // back in the pool and cannot be revived; or it was released, or never
-// taken) and ErrInvalidArgument for a malformed id or a negative lease.
+// taken) and core.ErrInvalidArgument for a malformed id or a negative lease.
 func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) (err error) {
 	defer s.wrap("update lease time", &err)
 	if err := s.check(ctx); err != nil {
@@ -224,7 +212,7 @@ func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id strin
 	}
 	held, err := s.redis().UpdatePermitLease(ctx, s.name, id, lease)
 	if err == nil && !held {
-		err = fmt.Errorf("%w: permit %q is not held", ErrPermitExpired, id)
+		err = fmt.Errorf("%w: permit %q is not held", core.ErrPermitExpired, id)
 	}
 	return err
 }
@@ -241,7 +229,7 @@ func (s *PermitExpirableSemaphore) Available(ctx context.Context) (_ int64, err 
 
 func permitArgs(n int64, lease time.Duration) error {
 	if n < 1 || n > MaxPermitsPerCall {
-		return fmt.Errorf("%w: permits %d, want 1 to %d", ErrInvalidArgument, n, MaxPermitsPerCall)
+		return fmt.Errorf("%w: permits %d, want 1 to %d", core.ErrInvalidArgument, n, MaxPermitsPerCall)
 	}
 	return nonNegative("lease", lease)
 }
@@ -250,7 +238,7 @@ func permitArgs(n int64, lease time.Duration) error {
 // Redisson, which also refuses a negative count.
 func notNegative(n int64) error {
 	if n < 0 {
-		return fmt.Errorf("%w: permits %d is negative", ErrInvalidArgument, n)
+		return fmt.Errorf("%w: permits %d is negative", core.ErrInvalidArgument, n)
 	}
 	return nil
 }
@@ -260,7 +248,7 @@ func trySetPermits(ctx context.Context, o *primitive, permits int64) (bool, erro
 		return false, err
 	}
 	if permits < 0 {
-		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, permits)
+		return false, fmt.Errorf("%w: negative permits %d", core.ErrInvalidArgument, permits)
 	}
 	return o.redis().TrySetPermits(ctx, o.name, permits)
 }
@@ -278,10 +266,10 @@ func acquirePermit(ctx context.Context, o *primitive, expirable bool, n int64, l
 	if err := o.check(ctx); err != nil {
 		return actors.SemResult{}, err
 	}
-	ctx, obs := o.rt.tel.startAcquire(ctx, permitKind(expirable), o.name, !try, false)
-	defer func() { obs.end(acquiredOr(sr.Acquired, serr), "", 0) }()
-	id := o.rt.acquire.Add(1)
-	res, err := ask(ctx, o.rt, o.send, func(reply chan<- actors.SemResult) any {
+	ctx, end := o.rt.Obs.StartPermits(ctx, expirable, o.name, !try)
+	defer func() { end(sr.Acquired, serr) }()
+	id := o.rt.NextID()
+	res, err := core.Ask(ctx, o.rt.Done(), o.send, func(reply chan<- actors.SemResult) any {
 		return &actors.SemAcquire{Name: o.name, Expirable: expirable, ID: id, N: n, Lease: lease, TryOnce: try, Reply: reply}
 	}, &actors.SemCancel{Name: o.name, Expirable: expirable, ID: id}, func(won actors.SemResult) {
 		if won.Acquired {

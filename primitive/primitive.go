@@ -1,4 +1,4 @@
-package actorlock
+package primitive
 
 import (
 	"context"
@@ -6,40 +6,37 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // primitive is what the queue, semaphore and latch handles share: a name
 // checked once, and the runtime.
 type primitive struct {
-	rt   *Runtime
+	rt   *core.Runtime
 	name string
 	err  error // a bad name, reported by every method
-}
-
-func (rt *Runtime) primitive(name string) primitive {
-	name = rt.mapName(name)
-	return primitive{rt: rt, name: name, err: actors.ValidateName(name)}
 }
 
 // Name is the object's name, which is also its Redis key.
 func (o *primitive) Name() string { return o.name }
 
 // check reports what makes a call impossible before anything is sent.
-func (o *primitive) check(ctx context.Context) error { return o.rt.check(ctx, o.err) }
+func (o *primitive) check(ctx context.Context) error { return o.rt.Check(ctx, o.err) }
 
 // redis is where the handle's direct Redis calls run.
-func (o *primitive) redis() *actors.Handle { return o.rt.actors }
+func (o *primitive) redis() *actors.Handle { return o.rt.Actors }
 
 // send sends a Go command to the primitive's actor.
-func (o *primitive) send(msg any) { o.rt.actors.SendPrimitive(msg) }
+func (o *primitive) send(msg any) { o.rt.Actors.SendPrimitive(msg) }
 
 // wrap puts *err, a failure of op on the object, in the one shape of the
-// errors actorlock returns (see failed), for a deferred call.
-func (o *primitive) wrap(op string, err *error) { failed(op, o.name, err) }
+// errors actorlock returns (see sentinel.Op), for a deferred call.
+func (o *primitive) wrap(op string, err *error) { *err = sentinel.Op(op, o.name, *err) }
 
 func nonNegative(what string, d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("%w: negative %s %v", ErrInvalidArgument, what, d)
+		return fmt.Errorf("%w: negative %s %v", core.ErrInvalidArgument, what, d)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package actorlock
+package primitive
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 )
 
 // DelayedQueue is a handle on the delayed queue in front of the list name
@@ -28,12 +29,11 @@ type DelayedQueue struct {
 	mu        sync.Mutex
 }
 
-// DelayedQueue opens a handle on the delayed queue of list name and starts
-// its mover in this runtime. A bad name is reported by the handle's methods
-// as ErrInvalidArgument.
-func (rt *Runtime) DelayedQueue(name string) *DelayedQueue {
-	q := &DelayedQueue{primitive: rt.primitive(name)}
-	if q.err == nil && !rt.closed.Load() {
+// openDelayedQueue opens a handle on the delayed queue of list o.name and
+// starts its mover in the runtime.
+func openDelayedQueue(o primitive) *DelayedQueue {
+	q := &DelayedQueue{primitive: o}
+	if q.err == nil && !q.rt.Closed() {
 		q.send(&actors.DelayedOpen{Name: q.name})
 	}
 	return q
@@ -41,13 +41,13 @@ func (rt *Runtime) DelayedQueue(name string) *DelayedQueue {
 
 // Close ends this handle's use of the queue: once no handle of the runtime
 // is open and no item is pending, the mover stops. Items still pending are
-// delivered first. Later calls on the handle return ErrClosed.
+// delivered first. Later calls on the handle return core.ErrClosed.
 func (q *DelayedQueue) Close() error {
 	q.closeOnce.Do(func() {
 		q.mu.Lock()
 		q.closed = true
 		q.mu.Unlock()
-		if q.err == nil && !q.rt.closed.Load() {
+		if q.err == nil && !q.rt.Closed() {
 			q.send(&actors.DelayedClose{Name: q.name})
 		}
 	})
@@ -59,7 +59,7 @@ func (q *DelayedQueue) check(ctx context.Context) error {
 	closed := q.closed
 	q.mu.Unlock()
 	if closed {
-		return fmt.Errorf("%w: the delayed queue handle is closed", ErrClosed)
+		return fmt.Errorf("%w: the delayed queue handle is closed", core.ErrClosed)
 	}
 	return q.primitive.check(ctx)
 }
@@ -74,8 +74,8 @@ func (q *DelayedQueue) Offer(ctx context.Context, payload []byte, delay time.Dur
 	if err := q.check(ctx); err != nil {
 		return err
 	}
-	ctx, span := q.rt.tel.startSpan(ctx, "actorlock.queue.offer", q.name)
-	defer span.end(&err)
+	ctx, end := q.rt.Obs.StartSpan(ctx, "actorlock.queue.offer", q.name)
+	defer end(&err)
 	if err := nonNegative("delay", delay); err != nil {
 		return err
 	}
@@ -137,12 +137,6 @@ func (q *DelayedQueue) Clear(ctx context.Context) (err error) {
 // It is safe for concurrent use.
 type BlockingQueue struct{ primitive }
 
-// BlockingQueue returns a handle on the queue (list) name. A bad name is
-// reported by the handle's methods as ErrInvalidArgument.
-func (rt *Runtime) BlockingQueue(name string) *BlockingQueue {
-	return &BlockingQueue{primitive: rt.primitive(name)}
-}
-
 // Offer appends payload. It takes effect exactly once, even when the call is
 // re-attempted after a broken connection.
 func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) (err error) {
@@ -150,8 +144,8 @@ func (q *BlockingQueue) Offer(ctx context.Context, payload []byte) (err error) {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
-	ctx, span := q.rt.tel.startSpan(ctx, "actorlock.queue.offer", q.name)
-	defer span.end(&err)
+	ctx, end := q.rt.Obs.StartSpan(ctx, "actorlock.queue.offer", q.name)
+	defer end(&err)
 	return q.redis().Push(ctx, q.name, payload)
 }
 
@@ -168,7 +162,7 @@ func (q *BlockingQueue) Poll(ctx context.Context) (payload []byte, ok bool, err 
 
 // Take waits for the head and takes it. It returns ctx's error when ctx
 // ends first (an item that its wait obtained meanwhile is put back at the
-// head), ErrClosed when the runtime closes, or a wrapped Redis error. The
+// head), core.ErrClosed when the runtime closes, or a wrapped Redis error. The
 // waiting Takes of a runtime share one blocking pop per queue, on a pooled
 // connection held while it waits.
 func (q *BlockingQueue) Take(ctx context.Context) (_ []byte, err error) {
@@ -176,10 +170,10 @@ func (q *BlockingQueue) Take(ctx context.Context) (_ []byte, err error) {
 	if err := q.check(ctx); err != nil {
 		return nil, err
 	}
-	ctx, span := q.rt.tel.startSpan(ctx, "actorlock.queue.take", q.name)
-	defer span.end(&err)
-	id := q.rt.acquire.Add(1)
-	res, err := ask(ctx, q.rt, q.send, func(reply chan<- actors.TakeResult) any {
+	ctx, end := q.rt.Obs.StartSpan(ctx, "actorlock.queue.take", q.name)
+	defer end(&err)
+	id := q.rt.NextID()
+	res, err := core.Ask(ctx, q.rt.Done(), q.send, func(reply chan<- actors.TakeResult) any {
 		return &actors.Take{Name: q.name, ID: id, Reply: reply}
 	}, &actors.TakeCancel{Name: q.name, ID: id}, func(won actors.TakeResult) {
 		if won.OK {
