@@ -53,8 +53,3 @@ func release(held *Held, failed func(error)) error {
 		}
 	}
 }
-
-// Do runs fn under the lock name: rt.Lock(name).Do(ctx, fn, opts...).
-func (rt *Runtime) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
-	return rt.Lock(name).Do(ctx, fn, opts...)
-}

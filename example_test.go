@@ -335,7 +335,7 @@ func ExampleRuntime_CountDownLatch() {
 }
 
 // Do acquires, runs the function under the hold's context and unlocks.
-func ExampleRuntime_Do() {
+func ExampleLock_Do() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
@@ -345,7 +345,7 @@ func ExampleRuntime_Do() {
 	}
 	defer rt.Close(ctx)
 
-	err = rt.Do(ctx, "example:nightly-report", func(ctx context.Context) error {
+	err = rt.Lock("example:nightly-report").Do(ctx, func(ctx context.Context) error {
 		// ctx is cancelled if the lock is lost.
 		return rdb.Set(ctx, "example:nightly-report:done", "yes", time.Minute).Err()
 	}, actorlock.WaitTime(5*time.Second))

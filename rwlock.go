@@ -20,9 +20,6 @@ type ReadWriteLock struct {
 // Name is the lock's name, which is also its Redis key.
 func (rw *ReadWriteLock) Name() string { return rw.read.Name() }
 
-// Owner is the WithOwner id both lockers acquire as, or "" (see Lock.Owner).
-func (rw *ReadWriteLock) Owner() string { return rw.read.Owner() }
-
 // ReadLocker is the read side: any number of owners may hold it at once,
 // while no other owner holds the write side. Each read hold has its own
 // lease, so a reader that dies stops counting when its lease is over.

@@ -168,7 +168,7 @@ func TestErrorShape(t *testing.T) {
 		}},
 		{"do: refused", "err:dotry", []error{actorlock.ErrNotAcquired}, func(t *testing.T) error {
 			holdOther(t, "err:dotry")
-			return rt.Do(ctx, "err:dotry", func(context.Context) error { return nil }, actorlock.WaitTime(0))
+			return rt.Lock("err:dotry").Do(ctx, func(context.Context) error { return nil }, actorlock.WaitTime(0))
 		}},
 		{"locker: bad name", "", []error{actorlock.ErrInvalidArgument}, func(t *testing.T) error {
 			_, err := rt.Locker("")
