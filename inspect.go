@@ -2,9 +2,9 @@ package actorlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/internal/inspect"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/observe"
@@ -67,15 +67,7 @@ func (l *Lock) Waiters(ctx context.Context) (_ []observe.Waiter, err error) {
 func (l *Lock) read(ctx context.Context, kind inspect.Kind) (*inspect.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.rt.actors.CallTimeout())
 	defer cancel()
-	return wrongKind(inspect.Read(ctx, l.rt.rdb, l.key.Name, kind, 0))
-}
-
-// wrongKind makes a value no object of ours holds ErrWrongKind too.
-func wrongKind(o *inspect.Object, err error) (*inspect.Object, error) {
-	if errors.Is(err, inspect.ErrNotObject) {
-		err = fmt.Errorf("%w: %w", ErrWrongKind, err)
-	}
-	return o, err
+	return core.WrongKind(inspect.Read(ctx, l.rt.rdb, l.key.Name, kind, 0))
 }
 
 func (l *Lock) inspectKind() inspect.Kind {
