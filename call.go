@@ -9,6 +9,9 @@ import (
 // check reports what makes a call of a handle impossible before anything
 // is sent (see core.Runtime.Check).
 func (rt *Runtime) check(ctx context.Context, errs ...error) error {
+	if !rt.valid() {
+		return errNoRuntime
+	}
 	return rt.core.Check(ctx, errs...)
 }
 

@@ -19,7 +19,7 @@ import (
 // would otherwise stay renewed), until it succeeds or the hold ends.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
 	if fn == nil {
-		return sentinel.Op("do", l.key.Name, fmt.Errorf("%w: nil function", ErrInvalidArgument))
+		return sentinel.Op("do", l.Name(), fmt.Errorf("%w: nil function", ErrInvalidArgument))
 	}
 	held, err := l.Acquire(ctx, opts...)
 	if err != nil {

@@ -16,8 +16,11 @@ import (
 // lost yet (members of a MultiLock or RedLock each appear), oldest first.
 // Holds acquired by message (actorkit.PID) are not listed. It reads local
 // state only, no Redis: a hold listed may already be lost in Redis without
-// the runtime knowing yet (see Held.Done).
+// the runtime knowing yet (see Held.Done). Nil for a nil Runtime.
 func (rt *Runtime) Held() []observe.HeldLock {
+	if !rt.valid() {
+		return nil
+	}
 	return rt.tel.holds.list()
 }
 

@@ -27,7 +27,7 @@ var ErrWrongKind error = sentinelError("actorlock: the name holds another kind o
 // (a read-write lock read through a plain Lock handle, say). What it
 // shows may have changed by the time it returns.
 func (l *Lock) Holders(ctx context.Context) (_ observe.LockInfo, err error) {
-	defer failed("holders", l.key.Name, &err)
+	defer failed("holders", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return observe.LockInfo{}, err
 	}
@@ -46,7 +46,7 @@ func (l *Lock) Holders(ctx context.Context) (_ observe.LockInfo, err error) {
 // who gets the lock next, and until when each keeps its place. It is
 // ErrInvalidArgument on other locks, which queue nothing in Redis.
 func (l *Lock) Waiters(ctx context.Context) (_ []observe.Waiter, err error) {
-	defer failed("waiters", l.key.Name, &err)
+	defer failed("waiters", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return nil, err
 	}

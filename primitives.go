@@ -8,6 +8,9 @@ import (
 
 // handle is what a handle of package primitive on name starts from.
 func (rt *Runtime) handle(name string) core.Handle {
+	if !rt.valid() {
+		return core.Handle{Name: name, Err: errNoRuntime}
+	}
 	name = rt.mapName(name)
 	return core.Handle{RT: rt.core, Name: name, Err: actors.ValidateName(name)}
 }

@@ -26,7 +26,10 @@ const maxOwnerBytes = 1 << 10
 
 // Runtime is one process's access to one Redis deployment: it owns the
 // actors that serve every lock of the process. It is safe for concurrent use.
-// Close it to release what it holds and stop everything it runs.
+// Close it to release what it holds and stop everything it runs. A nil
+// Runtime, or one New did not make, refuses every call with
+// ErrInvalidArgument, and so do the handles it gives (its ID is "", Held
+// lists nothing).
 type Runtime struct {
 	rdb       redis.UniversalClient
 	sys       *actor.ActorSystem
@@ -177,12 +180,28 @@ func (rt *Runtime) spawnGateway(name string) error {
 }
 
 // valid reports whether rt is a runtime New made: a nil or zero Runtime
-// is refused by every method with ErrInvalidArgument.
+// is refused by every method with ErrInvalidArgument, and so are the
+// handles it gives.
 func (rt *Runtime) valid() bool { return rt != nil && rt.actors != nil }
 
+// errNoRuntime refuses the calls of a nil Runtime, or one New did not make.
+var errNoRuntime error = fmt.Errorf("%w: nil Runtime, or one not made by New", ErrInvalidArgument)
+
+// errNilHandle refuses the calls of a nil handle of type what, or one no
+// Runtime made.
+func errNilHandle(what string) error {
+	return fmt.Errorf("%w: nil %s, or one not made by a Runtime", ErrInvalidArgument, what)
+}
+
 // ID is the runtime's random UUID: owner ids of its lock handles are
-// "<ID>:<n>", as Redisson's are "<client UUID>:<thread id>".
-func (rt *Runtime) ID() string { return rt.id }
+// "<ID>:<n>", as Redisson's are "<client UUID>:<thread id>". "" for a nil
+// Runtime.
+func (rt *Runtime) ID() string {
+	if rt == nil {
+		return ""
+	}
+	return rt.id
+}
 
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
@@ -192,6 +211,9 @@ func (rt *Runtime) ID() string { return rt.id }
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) (err error) {
 	defer failed("close", "", &err)
+	if !rt.valid() {
+		return errNoRuntime
+	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -227,6 +249,9 @@ func (rt *Runtime) Close(ctx context.Context) (err error) {
 // Stats reports what the runtime keeps now, for metrics and leak checks.
 // After Close it returns ErrClosed, with DroppedEvents still counted.
 func (rt *Runtime) Stats(ctx context.Context) (observe.Stats, error) {
+	if !rt.valid() {
+		return observe.Stats{}, errNoRuntime
+	}
 	if ctx == nil {
 		return observe.Stats{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -281,6 +306,9 @@ func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock
 }
 
 func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Lock {
+	if !rt.valid() {
+		return &Lock{key: actors.LockKey{Kind: kind, Name: name}, err: errNoRuntime}
+	}
 	name = rt.mapName(name)
 	l := &Lock{rt: rt, key: actors.LockKey{Kind: kind, Name: name}}
 	var lc lockConfig

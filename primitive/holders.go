@@ -25,18 +25,19 @@ type PermitHolder struct {
 // expired ones not yet returned included. What it shows may have changed
 // by the time it returns.
 func (s *PermitExpirableSemaphore) Holders(ctx context.Context) (_ []PermitHolder, err error) {
-	defer s.wrap("holders", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("holders", &err)
+	if err := o.check(ctx); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.rt.Actors.CallTimeout())
+	ctx, cancel := context.WithTimeout(ctx, o.rt.Actors.CallTimeout())
 	defer cancel()
-	o, err := core.WrongKind(inspect.Read(ctx, s.rt.Redis, s.name, inspect.ExpirableSemaphore, 0))
+	read, err := core.WrongKind(inspect.Read(ctx, o.rt.Redis, o.name, inspect.ExpirableSemaphore, 0))
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PermitHolder, len(o.Permits))
-	for i, p := range o.Permits {
+	out := make([]PermitHolder, len(read.Permits))
+	for i, p := range read.Permits {
 		out[i] = PermitHolder{ID: p.ID, Expiry: p.Expiry, Remaining: p.Remaining}
 	}
 	return out, nil

@@ -21,15 +21,17 @@ type Semaphore struct{ primitive }
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *Semaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
-	defer s.wrap("try set permits", &err)
-	return trySetPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("try set permits", &err)
+	return trySetPermits(ctx, o, permits)
 }
 
 // AddPermits adds permits (negative: removes them, possibly below zero) and
 // wakes waiters.
 func (s *Semaphore) AddPermits(ctx context.Context, permits int64) (err error) {
-	defer s.wrap("add permits", &err)
-	return addPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("add permits", &err)
+	return addPermits(ctx, o, permits)
 }
 
 // Acquire waits until n permits are available and takes them. It returns
@@ -38,29 +40,31 @@ func (s *Semaphore) AddPermits(ctx context.Context, permits int64) (err error) {
 // Waiters of one runtime are served first come, first served. Acquire(0)
 // takes nothing and returns at once, as Redisson's acquire(0).
 func (s *Semaphore) Acquire(ctx context.Context, n int64) (err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	if err := notNegative(n); err != nil {
 		return err
 	}
 	if n == 0 {
-		return s.check(ctx)
+		return o.check(ctx)
 	}
-	_, err = acquirePermit(ctx, &s.primitive, false, n, 0, false)
+	_, err = acquirePermit(ctx, o, false, n, 0, false)
 	return err
 }
 
 // TryAcquire takes n permits if available now, and reports whether it did.
 // TryAcquire(0) takes nothing and reports true, as Redisson's tryAcquire(0).
 func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (_ bool, err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	if err := notNegative(n); err != nil {
 		return false, err
 	}
 	if n == 0 {
-		err := s.check(ctx)
+		err := o.check(ctx)
 		return err == nil, err
 	}
-	res, err := acquirePermit(ctx, &s.primitive, false, n, 0, true)
+	res, err := acquirePermit(ctx, o, false, n, 0, true)
 	return res.Acquired, err
 }
 
@@ -68,33 +72,36 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (_ bool, err error)
 // once, even when re-attempted after a broken connection. Release(0) does
 // nothing (nor wakes anyone), as Redisson's release(0).
 func (s *Semaphore) Release(ctx context.Context, n int64) (err error) {
-	defer s.wrap("release", &err)
+	o := s.p()
+	defer o.wrap("release", &err)
 	if err := notNegative(n); err != nil {
 		return err
 	}
-	if err := s.check(ctx); err != nil || n == 0 {
+	if err := o.check(ctx); err != nil || n == 0 {
 		return err
 	}
-	return s.redis().ReleasePermits(ctx, s.name, n)
+	return o.redis().ReleasePermits(ctx, o.name, n)
 }
 
 // Available is the number of permits available now (negative after
 // AddPermits took more than there were).
 func (s *Semaphore) Available(ctx context.Context) (_ int64, err error) {
-	defer s.wrap("available", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("available", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.redis().Count(ctx, "semaphore available", s.name)
+	return o.redis().Count(ctx, "semaphore available", o.name)
 }
 
 // Drain takes every available permit and returns how many it took.
 func (s *Semaphore) Drain(ctx context.Context) (_ int64, err error) {
-	defer s.wrap("drain", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("drain", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.redis().DrainPermits(ctx, s.name)
+	return o.redis().DrainPermits(ctx, o.name)
 }
 
 // PermitExpirableSemaphore is a handle on a semaphore whose permits each
@@ -118,14 +125,16 @@ const MaxPermitsPerCall = 1000
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *PermitExpirableSemaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
-	defer s.wrap("try set permits", &err)
-	return trySetPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("try set permits", &err)
+	return trySetPermits(ctx, o, permits)
 }
 
 // AddPermits adds permits (negative: removes them) and wakes waiters.
 func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64) (err error) {
-	defer s.wrap("add permits", &err)
-	return addPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("add permits", &err)
+	return addPermits(ctx, o, permits)
 }
 
 // Acquire waits for a permit and returns its id, which Release needs. The
@@ -133,7 +142,8 @@ func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64
 // ctx's error when ctx ends first (a permit obtained meanwhile is
 // released), ErrClosed, or a wrapped Redis error.
 func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Duration) (_ string, err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	ids, err := s.AcquirePermits(ctx, 1, lease)
 	if err != nil {
 		return "", err
@@ -146,11 +156,12 @@ func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Durat
 // expiry), as Redisson's acquire(permits, leaseTime). n must be 1 to
 // MaxPermitsPerCall. Errors as Acquire.
 func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, lease time.Duration) (_ []string, err error) {
-	defer s.wrap("acquire permits", &err)
+	o := s.p()
+	defer o.wrap("acquire permits", &err)
 	if err := permitArgs(n, lease); err != nil {
 		return nil, err
 	}
-	res, err := acquirePermit(ctx, &s.primitive, true, n, lease, false)
+	res, err := acquirePermit(ctx, o, true, n, lease, false)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +171,8 @@ func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, 
 // TryAcquire takes a permit if one is available now; ok reports whether it
 // did.
 func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Duration) (id string, ok bool, err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	ids, ok, err := s.TryAcquirePermits(ctx, 1, lease)
 	if !ok {
 		return "", false, err
@@ -171,11 +183,12 @@ func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Du
 // TryAcquirePermits takes n permits if that many are available now; ok
 // reports whether it did.
 func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int64, lease time.Duration) (ids []string, ok bool, err error) {
-	defer s.wrap("acquire permits", &err)
+	o := s.p()
+	defer o.wrap("acquire permits", &err)
 	if err := permitArgs(n, lease); err != nil {
 		return nil, false, err
 	}
-	res, err := acquirePermit(ctx, &s.primitive, true, n, lease, true)
+	res, err := acquirePermit(ctx, o, true, n, lease, true)
 	if err != nil || !res.Acquired {
 		return nil, false, err
 	}
@@ -183,34 +196,36 @@ func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int6
 }
 
 // Release gives permits ids back; every one still held returns to the pool
-// in one step. It returns core.ErrPermitExpired if any had run out of lease (it
+// in one step. It returns actorlock.ErrPermitExpired if any had run out of lease (it
 // was back in the pool, or is now: the work it guarded was not protected to
 // the end) or was not held (released already, or never taken), and
-// core.ErrInvalidArgument, releasing nothing, for no id, more than
+// actorlock.ErrInvalidArgument, releasing nothing, for no id, more than
 // MaxPermitsPerCall, an id given twice or one that is not 32 hex digits.
 func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) (err error) {
-	defer s.wrap("release", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("release", &err)
+	if err := o.check(ctx); err != nil {
 		return err
 	}
-	return s.redis().ReleasePermit(ctx, s.name, ids)
+	return o.redis().ReleasePermit(ctx, o.name, ids)
 }
 
 // UpdateLeaseTime gives held permit id a new lease counted from now (0: no
 // expiry), as Redisson's updateLeaseTime: to keep a permit through work
 // longer than planned, call it well before the lease ends. It returns
-// core.ErrPermitExpired when the permit is not held (its lease ran out: it is
+// actorlock.ErrPermitExpired when the permit is not held (its lease ran out: it is
 // back in the pool and cannot be revived; or it was released, or never
-// taken) and core.ErrInvalidArgument for a malformed id or a negative lease.
+// taken) and actorlock.ErrInvalidArgument for a malformed id or a negative lease.
 func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) (err error) {
-	defer s.wrap("update lease time", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("update lease time", &err)
+	if err := o.check(ctx); err != nil {
 		return err
 	}
 	if err := nonNegative("lease", lease); err != nil {
 		return err
 	}
-	held, err := s.redis().UpdatePermitLease(ctx, s.name, id, lease)
+	held, err := o.redis().UpdatePermitLease(ctx, o.name, id, lease)
 	if err == nil && !held {
 		err = fmt.Errorf("%w: permit %q is not held", core.ErrPermitExpired, id)
 	}
@@ -220,11 +235,12 @@ func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id strin
 // Available is the number of permits available now, expired permits
 // included (they are returned to the pool first).
 func (s *PermitExpirableSemaphore) Available(ctx context.Context) (_ int64, err error) {
-	defer s.wrap("available", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("available", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.redis().AvailableExpirablePermits(ctx, s.name)
+	return o.redis().AvailableExpirablePermits(ctx, o.name)
 }
 
 func permitArgs(n int64, lease time.Duration) error {
