@@ -10,15 +10,16 @@ import (
 	"github.com/actorlock/actorlock/observe"
 )
 
-// ErrWrongKind: the name holds another kind of object than the handle's
-// (a read-write lock read through a Lock handle, a semaphore's STRING read
-// as a lock, ...), or something that is no actorlock/Redisson object. One
-// kind per name: an acquisition refuses with it, doing nothing, when a
-// read-write lock holds the name of a reentrant or fair lock, a reentrant or
-// fair lock holds the name of a read-write lock, or the key is of another
-// Redis type. A reentrant and a fair lock on one name cannot be told apart
-// (Redisson gives both the same hash): they exclude each other, as in
-// Redisson, the fair lock's queue order not binding the reentrant lock.
+// ErrWrongKind: the name holds another kind of object than the handle's,
+// or something that is no actorlock/Redisson object. One kind per name:
+// every primitive's call on a name another kind holds returns it, saying
+// what the name holds and what the handle is ("it is a read-write lock, not
+// a lock"), and neither waits nor writes. The kinds the Redis layout cannot
+// tell apart share a name without it, as in Redisson: a reentrant and a
+// fair lock (one hash: they exclude each other, the fair lock's queue order
+// not binding the reentrant lock), and a semaphore, a permit-expirable
+// semaphore and a count-down latch (one string holding a number). A
+// blocking and a delayed queue of one name are one queue by design.
 var ErrWrongKind error = sentinelError("actorlock: the name holds another kind of object")
 
 // Holders reads who holds the lock now: owners and hold counts, the lease

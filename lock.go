@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -45,6 +46,17 @@ func (l *Lock) Owner() string {
 		return ""
 	}
 	return l.owner
+}
+
+// kindName is what ErrWrongKind says the handle is.
+func (l *Lock) kindName() string {
+	switch l.key.Kind {
+	case messages.Kind_KIND_FAIR:
+		return "a fair lock"
+	case messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
+		return "a read-write lock"
+	}
+	return "a lock"
 }
 
 // holdKey identifies, in a Held's context, the lock family it holds: the
@@ -120,7 +132,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (hel
 	res, err := ask(actx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
 		&actors.Cancel{Key: l.key, ID: cmd.ID}, func(won actors.AcquireResult) { l.giveBack(won, cmd) })
 	if err == nil {
-		err = res.Err
+		err = core.NotKind(res.Err, l.kindName())
 	}
 	if err != nil {
 		end(err)

@@ -233,5 +233,3 @@ func typesWithMethods(t *testing.T) []string {
 	sort.Strings(out)
 	return out
 }
-
-

@@ -275,7 +275,9 @@ func (rt *Runtime) Lock(name string, opts ...LockOption) *Lock {
 // waiters acquire in the order they started waiting, across processes.
 // Reentrancy, leases and the watchdog are as for Lock; TryAcquire never
 // joins the queue. The fair lock and the reentrant lock of one name share
-// its Redis key: use one kind per name.
+// its Redis hash, which does not tell them apart: on one name they exclude
+// each other, and the fair lock's order does not bind the reentrant lock
+// (the one exception among locks to one kind per name, see ErrWrongKind).
 //
 // A waiter that gives up (its wait time or ctx ends) returns once it has
 // left the Redis queue, as Redisson's tryLock does; a Redis that does not

@@ -15,7 +15,8 @@ import (
 type primitive struct {
 	rt   *core.Runtime
 	name string
-	err  error // a bad name, reported by every method
+	err  error  // a bad name, reported by every method
+	kind string // "a semaphore", ...: what ErrWrongKind says the handle wanted
 }
 
 // usable is o, or, when o's handle was not made by a Runtime, a primitive
@@ -105,7 +106,11 @@ func (o *primitive) send(msg any) { o.rt.Actors.SendPrimitive(msg) }
 
 // wrap puts *err, a failure of op on the object, in the one shape of the
 // errors actorlock returns (see sentinel.Op), for a deferred call.
-func (o *primitive) wrap(op string, err *error) { *err = sentinel.Op(op, o.name, *err) }
+// An ErrWrongKind, which says what the name holds, also says what the
+// handle is: "it is a lock or fair lock, not a semaphore".
+func (o *primitive) wrap(op string, err *error) {
+	*err = sentinel.Op(op, o.name, core.NotKind(*err, o.kind))
+}
 
 func nonNegative(what string, d time.Duration) error {
 	if d < 0 {

@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -84,7 +85,7 @@ func grantScript(ctx context.Context, c Client, s script, keys []string, args ..
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			// The script's first access to the key failed: nothing written.
-			return Grant{}, fmt.Errorf("%w: its key is of another Redis type", ErrWrongKind)
+			return Grant{}, refused(ctx, c, keys[0], errors.New("its key is of another Redis type"))
 		}
 		return Grant{}, err
 	}
@@ -92,7 +93,11 @@ func grantScript(ctx context.Context, c Client, s script, keys []string, args ..
 	if err != nil {
 		return Grant{}, err
 	}
-	return grantOf(v)
+	g, err := grantOf(v)
+	if errors.Is(err, ErrWrongKind) {
+		return g, refused(ctx, c, keys[0], err)
+	}
+	return g, err
 }
 
 func grantOf(v []int64) (Grant, error) {

@@ -28,6 +28,9 @@ for i = 1, #due, 2 do
   pending[due[i]] = true
 end
 if #members > 0 then
+  -- One kind per name (kind.lua), checked only when there is something to
+  -- move: a mover with nothing due stays quiet whatever the name holds.
+  local bad = wrong_kind(KEYS[1], 'list') if bad then return bad end
   local head = redis.call('lrange', KEYS[3], 0, #members - 1)
   local atHead = #head == #members
   for _, member in ipairs(head) do

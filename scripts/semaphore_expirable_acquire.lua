@@ -12,6 +12,7 @@
 -- tryAcquire, it first returns expired permits to the pool, and gives the
 -- timeout ZSET the TTL the permits key has. A re-attempt finds its first id
 -- in the ZSET and does not take twice.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local now = now_ms()
 local held = redis.call('zscore', KEYS[2], ARGV[3])
 if held then

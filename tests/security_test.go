@@ -41,7 +41,7 @@ const aclSetUser = "ACL SETUSER actorlock reset on >PASSWORD ~* resetchannels &r
 	" +evalsha +eval +subscribe +unsubscribe +ping +exists +get +hget +hmget +pttl +llen +lpop +blpop +del" +
 	" +time +set +incr +hset +hincrby +hexists +hdel +hlen +hkeys +pexpire +publish" +
 	" +lindex +lrange +lrem +rpush +lpush +ltrim +zadd +zrem +zscore +zrange +zrangebyscore" +
-	" +decr +decrby +incrby +setnx"
+	" +decr +decrby +incrby +setnx +type"
 
 // aclClusterGrants are what a Redis Cluster adds to aclSetUser: sharded
 // pub/sub (SSUBSCRIBE, and SPUBLISH inside the scripts), the topology

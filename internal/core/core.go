@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/internal/inspect"
+	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
 // The sentinels of package actorlock that the handles return: the same
@@ -80,6 +81,21 @@ func WrongKind(o *inspect.Object, err error) (*inspect.Object, error) {
 		err = fmt.Errorf("%w: %w", ErrWrongKind, err)
 	}
 	return o, err
+}
+
+// NotKind adds to an error wrapping ErrWrongKind, which says what the name
+// holds, what the handle that got it is (kind: "a semaphore", ...): "it is
+// a lock or fair lock, not a semaphore". Other errors stay as they are.
+func NotKind(err error, kind string) error {
+	if err == nil || !errors.Is(err, ErrWrongKind) {
+		return err
+	}
+	// An error already in actorlock's shape keeps it, with the kind in
+	// its cause.
+	if oe, ok := err.(*sentinel.OpError); ok {
+		return &sentinel.OpError{Op: oe.Op, Name: oe.Name, Err: fmt.Errorf("%w, not %s", oe.Err, kind)}
+	}
+	return fmt.Errorf("%w, not %s", err, kind)
 }
 
 // Handle is what every handle of package primitive starts from: its
