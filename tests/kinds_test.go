@@ -83,13 +83,19 @@ func kindCases() []kindCase {
 					_, err := rt.Semaphore(n).TrySetPermits(ctx, 1)
 					return err
 				},
-				"AddPermits": func(ctx context.Context, rt *actorlock.Runtime, n string) error { return rt.Semaphore(n).AddPermits(ctx, 1) },
-				"Acquire":    func(ctx context.Context, rt *actorlock.Runtime, n string) error { return rt.Semaphore(n).Acquire(ctx, 1) },
+				"AddPermits": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
+					return rt.Semaphore(n).AddPermits(ctx, 1)
+				},
+				"Acquire": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
+					return rt.Semaphore(n).Acquire(ctx, 1)
+				},
 				"TryAcquire": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
 					_, err := rt.Semaphore(n).TryAcquire(ctx, 1)
 					return err
 				},
-				"Release": func(ctx context.Context, rt *actorlock.Runtime, n string) error { return rt.Semaphore(n).Release(ctx, 1) },
+				"Release": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
+					return rt.Semaphore(n).Release(ctx, 1)
+				},
 				"Available": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
 					_, err := rt.Semaphore(n).Available(ctx)
 					return err
@@ -148,12 +154,16 @@ func kindCases() []kindCase {
 					_, err := rt.CountDownLatch(n).TrySetCount(ctx, 1)
 					return err
 				},
-				"CountDown": func(ctx context.Context, rt *actorlock.Runtime, n string) error { return rt.CountDownLatch(n).CountDown(ctx) },
+				"CountDown": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
+					return rt.CountDownLatch(n).CountDown(ctx)
+				},
 				"Count": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
 					_, err := rt.CountDownLatch(n).Count(ctx)
 					return err
 				},
-				"Await": func(ctx context.Context, rt *actorlock.Runtime, n string) error { return rt.CountDownLatch(n).Await(ctx) },
+				"Await": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
+					return rt.CountDownLatch(n).Await(ctx)
+				},
 				"Delete": func(ctx context.Context, rt *actorlock.Runtime, n string) error {
 					_, err := rt.CountDownLatch(n).Delete(ctx)
 					return err
