@@ -129,14 +129,43 @@ func newConfig(rdb redis.UniversalClient, opts []Option) (config, error) {
 
 // newSystem is the runtime's own actor system, when the user gives none.
 func newSystem(logger *slog.Logger) *actor.ActorSystem {
+	quiet := slog.New(infoAsDebug{logger.Handler()})
 	return actor.NewActorSystem(
-		// protoactor logs at INFO to stderr by default; a library must not.
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		// protoactor logs at INFO to stderr by default; a library must not,
+		// nor tell a service's INFO log of its start-up ("actor system
+		// started", on every New): its INFO is our DEBUG.
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
 		// Each dead letter (a message to an actor that has stopped) opens
 		// a throttling period served by a goroutine; keep it short so
 		// none outlives Close by more than a few milliseconds.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
+}
+
+// infoAsDebug logs protoactor's INFO records (its start, its stops) at
+// DEBUG; warnings and errors keep their level.
+type infoAsDebug struct{ slog.Handler }
+
+func (h infoAsDebug) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.Handler.Enabled(ctx, demoted(level))
+}
+
+func (h infoAsDebug) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demoted(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h infoAsDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return infoAsDebug{h.Handler.WithAttrs(attrs)}
+}
+
+func (h infoAsDebug) WithGroup(name string) slog.Handler { return infoAsDebug{h.Handler.WithGroup(name)} }
+
+func demoted(l slog.Level) slog.Level {
+	if l >= slog.LevelInfo && l < slog.LevelWarn {
+		return slog.LevelDebug
+	}
+	return l
 }
 
 func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.Logger) actors.Config {
