@@ -78,7 +78,8 @@ func WithWatchdog(lease time.Duration) Option {
 }
 
 // WithLogger sets where the runtime (and the actor system it creates, unless
-// actorkit.WithActorSystem is given) logs. Default: nowhere.
+// actorkit.WithActorSystem is given) logs; that system's INFO records (its
+// start and stops) come at DEBUG. Default: nowhere.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
