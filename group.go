@@ -226,7 +226,7 @@ func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	for i := 1; i < len(members); i++ {
 		a, b := members[i-1], members[i]
 		if a.lock.rt == b.lock.rt && a.lock.key == b.lock.key {
-			return nil, fmt.Errorf("%w: lock %q given twice", ErrInvalidArgument, a.lock.key.Name)
+			return nil, fmt.Errorf("%w: lock %s given twice", ErrInvalidArgument, sentinel.Quote(a.lock.key.Name))
 		}
 	}
 	return members, nil

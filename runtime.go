@@ -159,7 +159,9 @@ func (h infoAsDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return infoAsDebug{h.Handler.WithAttrs(attrs)}
 }
 
-func (h infoAsDebug) WithGroup(name string) slog.Handler { return infoAsDebug{h.Handler.WithGroup(name)} }
+func (h infoAsDebug) WithGroup(name string) slog.Handler {
+	return infoAsDebug{h.Handler.WithGroup(name)}
+}
 
 func demoted(l slog.Level) slog.Level {
 	if l >= slog.LevelInfo && l < slog.LevelWarn {

@@ -62,11 +62,11 @@ func TestCleanCloseLogsNoDeadLetter(t *testing.T) {
 		}
 		h, err := rt.Lock(name).Acquire(ctx)
 		require.NoError(t, err)
-		_, err = rt.CountDownLatch(name + ":latch").TrySetCount(ctx, 1)
+		_, err = rt.CountDownLatch(name+":latch").TrySetCount(ctx, 1)
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		wg.Go(func() { _, _ = rt.BlockingQueue(name + ":empty").Take(ctx) })
-		wg.Go(func() { _ = rt.Semaphore(name + ":sem").Acquire(ctx, 1) })
+		wg.Go(func() { _ = rt.Semaphore(name+":sem").Acquire(ctx, 1) })
 		wg.Go(func() { _ = rt.CountDownLatch(name + ":latch").Await(ctx) })
 		wg.Go(func() { _, _ = rt.Lock(name).Acquire(ctx) })
 		// Let the calls go out, at a different moment each cycle.
