@@ -38,6 +38,9 @@ func TestRedisLayout(t *testing.T) {
 	t.Parallel()
 	_, rdb, rt := setup(t)
 	ctx := ctxFor(t, 60*time.Second)
+	// The runtime's record is written just after New, off the caller.
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, scripts.RuntimeKey("", rt.ID())).Val() == 1 },
+		10*time.Second, 5*time.Millisecond, "the runtime's record")
 	var lines []string
 	for _, p := range layoutPrimitives() {
 		name := "layout:" + p.kind
