@@ -2,10 +2,6 @@ package actorlock_test
 
 import (
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"io/fs"
 	"reflect"
 	"sort"
 	"strings"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/actorkit"
+	"github.com/actorlock/actorlock/internal/apidecl"
 	"github.com/actorlock/actorlock/observe"
 	"github.com/actorlock/actorlock/primitive"
 )
@@ -208,26 +205,10 @@ func typesWithMethods(t *testing.T) []string {
 	t.Helper()
 	var out []string
 	for dir, pkg := range map[string]string{".": "actorlock", "primitive": "primitive", "actorkit": "actorkit", "observe": "observe"} {
-		pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		decls, err := apidecl.Exported(dir)
 		require.NoError(t, err)
-		has := map[string]bool{}
-		for _, p := range pkgs {
-			for _, f := range p.Files {
-				for _, d := range f.Decls {
-					fd, ok := d.(*ast.FuncDecl)
-					if !ok || fd.Recv == nil || !fd.Name.IsExported() {
-						continue
-					}
-					typ := fd.Recv.List[0].Type
-					if s, ok := typ.(*ast.StarExpr); ok {
-						typ = s.X
-					}
-					if id, ok := typ.(*ast.Ident); ok && id.IsExported() && !has[id.Name] {
-						has[id.Name] = true
-						out = append(out, pkg+"."+id.Name)
-					}
-				}
-			}
+		for _, typ := range decls.TypesWithMethods() {
+			out = append(out, pkg+"."+typ)
 		}
 	}
 	sort.Strings(out)
