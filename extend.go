@@ -21,7 +21,7 @@ import (
 // lease first granted.
 func (h *Held) Extend(ctx context.Context, d time.Duration) (err error) {
 	defer failed("extend", h.Name(), &err)
-	if !h.valid() {
+	if !h.usable() {
 		return errNilHandle("Held")
 	}
 	if d < actors.MinLease {

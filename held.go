@@ -24,16 +24,17 @@ type Held struct {
 	token    int64
 	lease    time.Duration
 	ctx      context.Context
-	end      context.CancelCauseFunc
-	unlockID string // every Unlock attempt of this Held reuses it
+	track    *holdTrack
+	valid    *actors.Validity // the hold's validity deadline, as the runtime moves it
+	unlockID string           // every Unlock attempt of this Held reuses it
 
 	mu         sync.Mutex
 	unlocked   bool
 	unlockSent bool // an Unlock was sent before: its outcome may be in Redis
 }
 
-// valid reports whether h is a hold Acquire returned.
-func (h *Held) valid() bool { return h != nil && h.lock != nil && h.ctx != nil }
+// usable reports whether h is a hold Acquire returned.
+func (h *Held) usable() bool { return h != nil && h.lock != nil && h.ctx != nil }
 
 // notHeld is the context of a nil or zero Held: ended, with the error that
 // its Unlock returns as cause.
@@ -45,7 +46,7 @@ var notHeld = func() context.Context {
 
 // Name is the lock's name.
 func (h *Held) Name() string {
-	if !h.valid() {
+	if !h.usable() {
 		return ""
 	}
 	return h.lock.key.Name
@@ -86,6 +87,33 @@ func (h *Held) Lease() time.Duration {
 	return h.lease
 }
 
+// ValidUntil is the time until which the runtime counts this hold as held:
+// before it, Redis cannot have let another owner in, whatever the network
+// or Redis did meanwhile (short of the faults docs/guarantees.md calls
+// unsafe). The watchdog moves it on with each renewal; a LeaseTime hold's
+// is its lease from when the acquisition was sent, less a drift allowance.
+// Once the hold ends (unlocked, lost, closed) it is no later than that
+// moment. Check it right before a side effect the lock protects, with the
+// time the effect needs:
+//
+//	if time.Until(held.ValidUntil()) < writeTimeout { return errTooLate }
+//
+// It is a local deadline: a process paused past it (a long GC stop, a
+// suspended VM) may still act after it, which only a fencing token (Token)
+// passed to the guarded resource stops.
+func (h *Held) ValidUntil() time.Time {
+	if !h.usable() {
+		return time.Time{} // holds nothing
+	}
+	until := h.valid.Until()
+	if ended := h.track.endedAt.Load(); ended != 0 {
+		if t := time.Unix(0, ended); t.Before(until) {
+			return t
+		}
+	}
+	return until
+}
+
 // Done is closed when the hold ends: after Unlock, or when the lock is lost
 // (Err then wraps ErrLost) or the runtime closes (ErrClosed). It closes
 // before Redis can let another owner in.
@@ -99,7 +127,7 @@ func (h *Held) Err() error { return context.Cause(h.Context()) }
 // the values of the context Acquire was called with. An acquisition of the
 // same lock with this context (or one derived from it) re-enters this hold.
 func (h *Held) Context() context.Context {
-	if !h.valid() {
+	if !h.usable() {
 		return notHeld
 	}
 	return h.ctx
@@ -115,7 +143,7 @@ func (h *Held) Context() context.Context {
 // that release and returns its outcome; it cannot release twice.
 func (h *Held) Unlock(ctx context.Context) (err error) {
 	defer failed("unlock", h.Name(), &err)
-	if !h.valid() {
+	if !h.usable() {
 		return errNilHandle("Held")
 	}
 	if ctx == nil {
@@ -135,7 +163,7 @@ func (h *Held) Unlock(ctx context.Context) (err error) {
 	fresh := !h.unlockSent
 	h.unlockSent = true
 	res, err := ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Fresh: fresh, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
+		return &actors.Release{Key: h.lock.key, Owner: h.owner, ID: h.id, RequestID: h.unlockID, Reply: reply, Span: trace.SpanContextFromContext(ctx)}
 	}, nil, nil)
 	if err == nil {
 		err = res.Err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
@@ -67,12 +68,15 @@ func (l *heldList) list() []observe.HeldLock {
 type holdTrack struct {
 	t      *telemetry
 	cancel context.CancelCauseFunc
-	mu     sync.Mutex
-	h      *Held
-	kind   acqKind
-	since  time.Time
-	ended  bool
-	cause  error
+	// endedAt is when the hold ended (unix ns; 0: not yet), stored before
+	// the context ends, so that whoever sees Done closed sees it.
+	endedAt atomic.Int64
+	mu      sync.Mutex
+	h       *Held
+	kind    acqKind
+	since   time.Time
+	ended   bool
+	cause   error
 }
 
 func (t *telemetry) track(cancel context.CancelCauseFunc) *holdTrack {
@@ -82,6 +86,7 @@ func (t *telemetry) track(cancel context.CancelCauseFunc) *holdTrack {
 // end ends the Held's context first (Done must close at once), then
 // accounts for the hold's end once.
 func (k *holdTrack) end(cause error) {
+	k.endedAt.CompareAndSwap(0, time.Now().UnixNano())
 	k.cancel(cause)
 	k.mu.Lock()
 	defer k.mu.Unlock()

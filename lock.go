@@ -140,7 +140,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (hel
 	}
 	h := &Held{
 		lock: l, owner: owner, id: cmd.ID, token: res.Token, lease: res.HolderTTL,
-		ctx: heldCtx, end: track.end, unlockID: rt.actors.NewRequestID(),
+		ctx: heldCtx, track: track, valid: res.Valid, unlockID: rt.actors.NewRequestID(),
 	}
 	track.started(h, obs.kind, time.Since(obs.start))
 	return h, nil
@@ -173,7 +173,7 @@ func (l *Lock) giveBack(won actors.AcquireResult, cmd *actors.Acquire) {
 	ctx, cancel := context.WithTimeout(context.Background(), rt.actors.CallTimeout())
 	defer cancel()
 	_, _ = ask(ctx, rt, rt.send, func(reply chan<- actors.ReleaseResult) any {
-		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Fresh: true, Reply: reply}
+		return &actors.Release{Key: l.key, Owner: cmd.Owner, ID: cmd.ID, RequestID: rt.actors.NewRequestID(), Reply: reply}
 	}, nil, nil)
 }
 

@@ -72,7 +72,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		"Runtime.Semaphore": refuses, "Runtime.PermitExpirableSemaphore": refuses, "Runtime.CountDownLatch": refuses,
 		"Runtime.DelayedQueue": refuses, "Runtime.BlockingQueue": refuses,
 		"Lock.Name": zero, "Lock.Owner": zero,
-		"Held.Name": zero, "Held.Owner": zero, "Held.Token": zero, "Held.Lease": zero,
+		"Held.Name": zero, "Held.Owner": zero, "Held.Token": zero, "Held.Lease": zero, "Held.ValidUntil": zero,
 		"Held.Done": ended, "Held.Context": ended,
 		"GroupHeld.Members": anything, "GroupHeld.Tokens": anything, "GroupHeld.Done": ended, "GroupHeld.Context": ended,
 		"ReadWriteLock.Name": zero, "ReadWriteLock.ReadLocker": refuses, "ReadWriteLock.WriteLocker": refuses,

@@ -183,17 +183,14 @@ func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.L
 		// call timeout still holds.
 		ClientEndsCalls: endsCallsWithContext(rt.rdb),
 		TokenTTL:        cfg.fencingCounterTTL(),
-		// Long enough to cover go-redis's and our own retries of one
-		// unlock, short enough not to pile up keys.
-		LatchTTL:      cfg.callTimeout,
-		MaxHandoffs:   cfg.handoffs,
-		FairWait:      cfg.fairWait,
-		ReplicaSync:   cfg.replicaSync,
-		Cluster:       cluster.cc,
-		ShardedPubSub: cluster.sharded,
-		KeyPrefix:     cfg.keyPrefix,
-		Observe:       rt.tel.observer(),
-		Record:        runtimeRecord(rt.id, cfg),
+		MaxHandoffs:     cfg.handoffs,
+		FairWait:        cfg.fairWait,
+		ReplicaSync:     cfg.replicaSync,
+		Cluster:         cluster.cc,
+		ShardedPubSub:   cluster.sharded,
+		KeyPrefix:       cfg.keyPrefix,
+		Observe:         rt.tel.observer(),
+		Record:          runtimeRecord(rt.id, cfg),
 	}
 }
 

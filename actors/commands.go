@@ -45,6 +45,7 @@ type AcquireResult struct {
 	Token     int64
 	HoldCount int64
 	HolderTTL time.Duration // when not acquired: the holder's remaining lease
+	Valid     *Validity     // when acquired: the hold's validity deadline
 	Err       error
 }
 
@@ -53,15 +54,12 @@ type Release struct {
 	Key   LockKey
 	Owner string
 	ID    uint64 // the Acquire's ID
-	// RequestID de-duplicates retries of this release in Redis; a caller
-	// retrying a failed Unlock must reuse it.
+	// RequestID names the release; a caller retrying a failed Unlock
+	// reuses it. (Each run of a release in Redis has a guard of its own:
+	// scripts.Guard.)
 	RequestID string
 	Reply     chan<- ReleaseResult // nil: nobody waits for the outcome
 	Span      trace.SpanContext    // the caller's span, as Acquire.Span
-
-	// Fresh: no Release with this RequestID was sent before, so its script
-	// need not look up an earlier outcome (one Redis read less per unlock).
-	Fresh bool
 }
 
 // ReleaseResult answers Release.

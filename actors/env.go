@@ -46,9 +46,6 @@ type Config struct {
 	// TokenTTL is how long a fencing counter lives after the name's last
 	// acquisition; 0 sets no expiry (tokens rise either way).
 	TokenTTL time.Duration
-	// LatchTTL is how long an unlock's outcome is remembered for retries of
-	// the same request.
-	LatchTTL time.Duration
 	// MaxHandoffs caps consecutive local hand-offs of one lock before it is
 	// released publicly, so waiters in other processes get their turn.
 	MaxHandoffs int
@@ -102,6 +99,16 @@ type runtimeEnv struct {
 	timers *scheduler.TimerScheduler
 	// wakeups times the validity deadlines of every lock actor's holds.
 	wakeups *wakeups
+	// GuardTTL is how long a request's duplicate guard lives at least
+	// (scripts.Guard): three call timeouts. An attempt acts at most a call
+	// timeout and a half after its request's first one was sent (Clock: the
+	// call's deadline plus Slack), and a run whose outcome is unknown is
+	// settled within two call timeouts of it (settleStep), so a guard
+	// outlives both; a lock's guards live a lease longer (guardTTL).
+	GuardTTL time.Duration
+	// Clock is the runtime's estimate of the Redis server's clock, which
+	// refuses an attempt that arrives after its call's deadline.
+	Clock *scripts.Clock
 	// batched pipelines the lock scripts of concurrent calls.
 	batched *scripts.Batched
 	reqSeq  atomic.Uint64
@@ -140,7 +147,7 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 }
 
 func newEnv(cfg Config) *runtimeEnv {
-	e := &runtimeEnv{Config: cfg, idle: make(chan func()),
+	e := &runtimeEnv{Config: cfg, idle: make(chan func()), GuardTTL: 3 * cfg.CallTimeout, Clock: &scripts.Clock{Slack: cfg.CallTimeout / 2},
 		timers: scheduler.NewTimerScheduler(localSender{cfg.System.Root}), wakeups: newWakeups(localSender{cfg.System.Root}),
 		batched: &scripts.Batched{UniversalClient: cfg.Redis, Flights: pipelineFlights}}
 	ctx := scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall)
@@ -407,7 +414,8 @@ func mayHaveRun(err error) bool {
 	var verr *tls.CertificateVerificationError
 	var herr tls.RecordHeaderError
 	return !(errors.As(err, &operr) && operr.Op == "dial") && !errors.As(err, &verr) && !errors.As(err, &herr) &&
-		!errors.Is(err, scripts.ErrWrongKind) // refused before writing anything
+		!errors.Is(err, scripts.ErrWrongKind) && // refused before writing anything
+		!errors.Is(err, scripts.ErrNotRun) // settled as not run, or too late to run
 }
 
 // Drift is the safety margin taken off a lease when computing how long a

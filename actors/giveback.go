@@ -22,30 +22,38 @@ import (
 // everyone for up to a lease. Each is given back with a compare-and-release:
 // only while Redis counts exactly the holds we knew of, so a newer hold of
 // the same owner (a Redisson thread whose id a handle borrowed, another
-// process) is never touched. The release is retried while Redis does not
-// answer, until the hold would have expired anyway.
+// process) is never touched. The release is retried while it does not run,
+// until the hold would have expired anyway.
 //
-// The same compare-and-release undoes an attempt whose outcome is unknown
-// or whose caller is gone, and a hand-off whose waiter gave up.
+// The same compare-and-release undoes a grant whose caller is gone, and a
+// hand-off whose waiter gave up.
 //
-// While Redis work of an owner is unsettled (a give-back, or a release
-// whose outcome is unknown and that the actor tries again: see
-// releaseFailed), nothing grants to that owner: its attempts are parked and
-// resume when the work is done, and hand-offs pass it by. A grant in
-// between would let the unsettled script act on the newer hold: a
-// give-back finding the count it expects in a hold granted since would
-// delete it (two holders: ours, which believes it holds, and whoever takes
-// the freed key), and a release retry finding the fencing counter moved by
-// a re-entry would report the hold released while it stays.
+// While Redis work of an owner is unsettled (a give-back, or a run whose
+// outcome is being settled: settleStep), nothing grants to that owner: its
+// attempts are parked and resume when the work is done, hand-offs pass it
+// by, and a grant that comes back meanwhile (its attempt was in flight
+// when the work began) is given back too, not handed to its caller
+// (attempted). A grant in between would let the give-back act on the
+// newer hold: finding the count it expects in a hold granted since, it
+// would delete it (two holders: ours, which believes it holds, and
+// whoever takes the freed key). A give-back and a grant of one owner
+// never overlap.
 
-// lateGrant handles a grant of r whose reply came back after its local
-// validity: it is given back, and r goes on waiting if it may, or fails.
-func (a *lockActor) lateGrant(ctx actor.Context, r *request, g scripts.Grant, lease time.Duration) {
-	a.giveBack(r.owner, r.write(), 1, g.HoldCount, lease)
-	if r.tryOnce || (!r.deadline.IsZero() && !time.Now().Before(r.deadline)) {
+// giveBackGrant gives back a grant of r that its caller may not have: its
+// reply came back after its local validity (the caller could not know how
+// long it still has), or while a give-back of its owner was out. r goes on
+// waiting if it may, or fails.
+func (a *lockActor) giveBackGrant(ctx actor.Context, r *request, g scripts.Grant, why string) {
+	a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
+	waits := !r.tryOnce && (r.deadline.IsZero() || time.Now().Before(r.deadline))
+	if waits && r.enqueued && a.queue.queued(r) && g.HoldCount == 1 {
+		// A fair waiter's grant took its place at the head of the queue:
+		// the give-back puts it back there, or it would lose its turn.
+		a.queuedUndo(r.owner, r.write()).keep = a.placeWait(r)
+	}
+	if !waits {
 		a.answer(ctx, r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, fmt.Errorf(
-			"%w: the grant came back after its lease had run out (Redis was slow to answer), so it was given back",
-			ErrNotAcquired)), HolderTTL: -1})
+			"%w: %s, so it was given back", ErrNotAcquired, why)), HolderTTL: -1})
 		return
 	}
 	if !a.queue.queued(r) || (a.fam.queues() && !r.enqueued) {
@@ -67,7 +75,10 @@ func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reas
 }
 
 // giveBackHold gives back the holds of h, which was declared lost while
-// Redis may still count them.
+// Redis may still count them: as many as its grants here, while Redis
+// counts what was last seen. An owner id given with WithOwner may be held
+// through other runtimes too (Redis counts their holds with ours): theirs
+// are not ours to give back.
 func (a *lockActor) giveBackHold(h *hold) {
 	lease := a.env.Watchdog
 	for _, g := range h.grants {
@@ -75,25 +86,54 @@ func (a *lockActor) giveBackHold(h *hold) {
 			lease = g.lease
 		}
 	}
-	if h.count > 0 {
-		a.giveBack(h.owner, false, h.count, h.count, lease)
+	if n := h.granted(false, nil); h.count > 0 && n > 0 {
+		a.giveBack(h.owner, false, n, h.count, lease)
 	}
-	if h.writes > 0 {
-		a.giveBack(h.owner, true, h.writes, h.writes, lease)
+	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
+		a.giveBack(h.owner, true, n, h.writes, lease)
 	}
 }
 
 // giveBack queues, before anything else, the release of holds of owner
 // (write: a read-write lock's write holds) if Redis still counts exactly
 // ifCount of them. lease bounds how long it is retried: by then the holds
-// have expired anyway.
+// have expired anyway. Give-backs run newest first (first): each is queued
+// on a newer sight of the owner's count, so the one before it finds the
+// count it expects once the newer has run.
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount int64, lease time.Duration) {
 	a.settle(owner)
-	a.first(&undoStep{
-		owner: owner, write: write, holds: holds, ifCount: ifCount,
-		requestID: a.env.NewRequestID(),
-		giveUpAt:  time.Now().Add(lease + a.env.CallTimeout),
-	})
+	a.first(&undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, giveUpAt: time.Now().Add(lease + a.env.CallTimeout)})
+}
+
+// queuedUndo is the earliest give-back of owner's holds on that side
+// waiting to run, if any.
+func (a *lockActor) queuedUndo(owner string, write bool) *undoStep {
+	for _, s := range a.steps {
+		if u, ok := s.(*undoStep); ok && u.owner == owner && u.write == write {
+			return u
+		}
+	}
+	return nil
+}
+
+// undone follows a release of n holds of owner that ran after its hold
+// here was given up (abandonHold) and its give-back queued: the give-back
+// expects n holds fewer now, or nothing once the release freed the lock.
+func (a *lockActor) undone(owner string, write bool, n int64, state scripts.UnlockState) {
+	u := a.queuedUndo(owner, write)
+	if u == nil || (state != scripts.Released && state != scripts.StillHeld) {
+		return
+	}
+	u.holds, u.ifCount = max(u.holds, 1)-n, u.ifCount-n
+	if state == scripts.Released || u.holds <= 0 || u.ifCount <= 0 {
+		for i, s := range a.steps {
+			if s == u {
+				a.steps = append(a.steps[:i], a.steps[i+1:]...)
+				break
+			}
+		}
+		a.settled(owner)
+	}
 }
 
 // settle marks Redis work of owner unsettled until settled is called for

@@ -69,6 +69,7 @@ type lockActor struct {
 	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
 	settling map[string]int // owners whose Redis work is unsettled (giveback.go)
+	spent    []string       // guards of runs no attempt of which can arrive any more (spend)
 	parked   []*attemptStep // attempts waiting for their owner's work to settle
 	// heldAnswers counts answers of fair waiters that gave up, held until
 	// they left the Redis queue (giveUpPlace): their requests are no longer
@@ -85,8 +86,8 @@ type lockActor struct {
 type family interface {
 	// acquire and release run the family's scripts (off the actor);
 	// release also hands the lock to args.next when it names a waiter.
-	acquire(ctx context.Context, rdb scripts.Client, args attemptArgs) (scripts.Grant, error)
-	release(ctx context.Context, rdb scripts.Client, args releaseArgs) (scripts.Unlock, scripts.Grant, error)
+	acquire(ctx context.Context, rdb scripts.Client, args attemptArgs, g scripts.Guard) (scripts.Grant, error)
+	release(ctx context.Context, rdb scripts.Client, args releaseArgs, g scripts.Guard) (scripts.Unlock, scripts.Grant, error)
 	force(ctx context.Context, rdb scripts.Client, name string, write bool) (deleted bool, err error)
 
 	// blocked reports whether a local hold of another owner rules out
@@ -117,8 +118,6 @@ type family interface {
 	unheld(h *hold, n int64, write bool) bool
 	// forceEnds reports whether a forced unlock of that side ends h.
 	forceEnds(h *hold, write bool) bool
-	// allHolds is what releasing everything of h releases, per side.
-	allHolds(h *hold) (reads, writes int64)
 }
 
 // familyKey is the key of the actor serving k: the read and write sides of
@@ -252,7 +251,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *stepDone:
 		if a.inflight == m.step {
 			a.inflight = nil
-			m.step.apply(a, ctx, m)
+			a.stepped(ctx, m)
 		}
 	case *waiterDeadline:
 		a.deadlinePassed(ctx, m.req)
@@ -273,9 +272,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case *stepDue:
 		a.due--
-		if !a.draining {
-			a.first(m.step)
-		}
+		a.first(m.step) // Close waits for it too: a give-back must not be dropped
 	case *subscribed:
 		a.live = m.Topic == a.subscribed
 		a.headReady = true
@@ -438,9 +435,14 @@ func (a *lockActor) kick(ctx actor.Context) {
 	}
 	a.syncSubscription(ctx)
 	a.syncPlaces()
-	if a.draining && a.inflight == nil && len(a.steps) == 0 && a.drained != nil {
-		a.drained()
-		a.drained = nil
+	if a.draining && a.inflight == nil && len(a.steps) == 0 && a.due == 0 && a.drained != nil {
+		if len(a.spent) > 0 {
+			a.run(ctx, &spentStep{ids: a.spent}) // its outcome comes back here
+			a.spent = nil
+		} else {
+			a.drained()
+			a.drained = nil
+		}
 	}
 	a.syncIdle(ctx)
 }
@@ -502,6 +504,12 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 			a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
 			return
 		}
+		if a.settlingFor(r.owner) && !mutant.On(10) {
+			// The attempt was in flight when a give-back of its owner
+			// began: the two must not overlap (giveback.go).
+			a.giveBackGrant(ctx, r, g, "a give-back of its owner's holds was under way")
+			return
+		}
 		if a.env.unsynced(s.acked) {
 			a.unconfirmed(ctx, r, g, s.acked)
 			return
@@ -532,7 +540,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		a.requeue(r)
 	}
 	if a.fam.queues() {
-		r.enqueued = true
+		a.placed(r, g)
 		if a.front() != r {
 			return // it waits for those ahead of it here, who wait for their turn
 		}
@@ -547,6 +555,40 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	a.contended = true
 	r.met = true
 	a.armRetry(g.HolderTTL)
+}
+
+// placed keeps the order of the fair lock's local waiters that have a
+// place in the Redis queue the order of their places, which decides who is
+// next: only the local front contends, and only its channel is heard, so a
+// front behind another local waiter in Redis would keep the free lock from
+// both. A waiter that just joined goes behind every local waiter placed
+// before it (its join may have run after theirs: it was held back, parked
+// while its owner's give-back was out, or retried after a late grant); one
+// the script reports as the head goes to the front.
+func (a *lockActor) placed(r *request, g scripts.Grant) {
+	if (g.Joined || !r.enqueued) && !a.behindPlaced(r) && !mutant.On(12) {
+		r.enqueued = false // not counted among those placed before it
+		a.queue.unqueue(r)
+		a.requeue(r)
+	}
+	r.enqueued = true
+	if g.Head && a.front() != r && !mutant.On(12) {
+		a.queue.unqueue(r)
+		a.queue.pushFront(r)
+	}
+}
+
+// behindPlaced reports whether r waits right behind the local waiters
+// that have a place (or first): where a waiter that joins in arrival order
+// already is, so that the usual join moves nothing and scans nothing.
+func (a *lockActor) behindPlaced(r *request) bool {
+	e := r.wait().elem
+	if e == nil {
+		return false
+	}
+	prev := e.Prev()
+	next := e.Next()
+	return (prev == nil || prev.Value.(*request).enqueued) && (next == nil || !next.Value.(*request).enqueued)
 }
 
 // requeue puts a re-entry whose hold turned out lost, and which must now
@@ -594,7 +636,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	lease := r.leaseOr(a.env.Watchdog)
 	validUntil := sentAt.Add(lease - Drift(lease))
 	if !time.Now().Before(validUntil) {
-		a.lateGrant(ctx, r, g, lease)
+		a.giveBackGrant(ctx, r, g, "the grant came back after its lease had run out (Redis was slow to answer)")
 		return
 	}
 	h := a.holds.get(r.owner)
@@ -637,7 +679,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	}
 	a.syncRenewal(h)
 	a.armValidity()
-	a.answer(ctx, r, AcquireResult{Token: g.Token, HoldCount: g.HoldCount, HolderTTL: lease})
+	a.answer(ctx, r, AcquireResult{Token: g.Token, HoldCount: g.HoldCount, HolderTTL: lease, Valid: &h.valid})
 	// Requests of this owner still queued are re-entries now.
 	for e := a.queue.fifo.Front(); e != nil; {
 		next := e.Next()

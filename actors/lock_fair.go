@@ -6,6 +6,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -25,12 +26,12 @@ import (
 // the re-check that each (re)subscription triggers.
 type fair struct{}
 
-func (fair) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs) (scripts.Grant, error) {
-	return scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: c.AcquireArgs, Wait: c.wait, Enqueue: c.enqueue})
+func (fair) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs, g scripts.Guard) (scripts.Grant, error) {
+	return scripts.AcquireFair(ctx, rdb, scripts.FairAcquireArgs{AcquireArgs: c.AcquireArgs, Wait: c.wait, Enqueue: c.enqueue}, g)
 }
 
-func (fair) release(ctx context.Context, rdb scripts.Client, c releaseArgs) (scripts.Unlock, scripts.Grant, error) {
-	fu, err := scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: c.UnlockArgs, Wait: c.wait, Next: c.next})
+func (fair) release(ctx context.Context, rdb scripts.Client, c releaseArgs, g scripts.Guard) (scripts.Unlock, scripts.Grant, error) {
+	fu, err := scripts.UnlockFair(ctx, rdb, scripts.FairUnlockArgs{UnlockArgs: c.UnlockArgs, Next: c.next, KeepPlace: c.keep}, g)
 	return fu.Unlock, fu.Next, err
 }
 
@@ -78,8 +79,6 @@ func (fair) unheld(h *hold, n int64, _ bool) bool {
 }
 
 func (fair) forceEnds(*hold, bool) bool { return true }
-
-func (fair) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
 
 // ---- giving up a place -------------------------------------------------------
 
@@ -159,13 +158,22 @@ func deliverGaveUpOf(a *lockActor, s step) {
 // ---- keeping places ----------------------------------------------------------
 
 // placeWait is how long r's place in the Redis queue lasts after the one
-// ahead of it when it joins, as Redisson has it: its own wait time when it
-// has one, else the fair wait timeout.
+// ahead of it when it joins (Redisson's threadWaitTime): its own wait time
+// when it has one, else the fair wait timeout, but never more than a
+// watchdog lease. This runtime keeps its live waiters' places a lease
+// ahead (refreshStep), so a longer place would outlast only a waiter whose
+// process died, and hold up everyone behind it: dying right after it
+// joined, before its first refresh, it would keep the line for its whole
+// wait.
 func (a *lockActor) placeWait(r *request) time.Duration {
-	if r.deadline.IsZero() {
-		return a.env.FairWait
+	wait := a.env.FairWait
+	if !r.deadline.IsZero() {
+		wait = max(time.Until(r.deadline), time.Millisecond)
 	}
-	return max(time.Until(r.deadline), time.Millisecond)
+	if mutant.On(13) {
+		return wait
+	}
+	return min(wait, a.env.Watchdog)
 }
 
 // syncPlaces keeps the refresh of this actor's waiters' places armed while
@@ -203,7 +211,7 @@ func (s *refreshStep) start(a *lockActor, _ actor.Context) scriptCall {
 		return nil
 	}
 	rdb, name, window := a.env.Redis, a.key.Name, a.env.Watchdog
-	return func(ctx context.Context, _ bool) (err error) {
+	return func(ctx context.Context, _ scripts.Guard) (err error) {
 		s.missing, err = scripts.RefreshFair(ctx, rdb, name, window, owners)
 		return err
 	}

@@ -3,10 +3,12 @@ package actors
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -21,11 +23,13 @@ type hold struct {
 	// fencing counter holds until someone is granted the lock again (a
 	// release's retry tells by it whether the owner re-entered since).
 	token      int64
-	grants     []*grant      // acquisitions not yet released (a release under way included), oldest first
-	watchdogs  int           // grants renewed by the watchdog
-	gen        uint64        // renewal registration; 0: none
-	renewReads int64         // read count the registration carries
-	validUntil time.Duration // since epoch (timer.go): 16 bytes less than a time.Time per held name
+	grants     []*grant // acquisitions not yet released (a release under way included), oldest first
+	watchdogs  int      // grants renewed by the watchdog
+	gen        uint64   // renewal registration; 0: none
+	renewReads int64    // read count the registration carries
+	// valid is the hold's validity deadline, shared with the Helds of its
+	// grants (Held.ValidUntil).
+	valid Validity
 	// reads (read-write lock) is how long each of the owner's read-hold
 	// keys lives, key n at n-1 (since epoch, less drift): once the write
 	// and the other reads are released, they alone keep the lock alive,
@@ -68,10 +72,6 @@ type grant struct {
 	write    bool                    // read-write lock: a write hold
 	lease    time.Duration           // as granted
 	end      context.CancelCauseFunc // Go callers: ends the Held's context
-	// unlocking is what the first release of this grant expected in Redis,
-	// kept once that release failed (its outcome may be unknown): a retry
-	// must judge by what the first attempt saw, not by holds granted since.
-	unlocking *releaseBasis
 	// release is this grant's release under way: queued, in flight, or
 	// failed and waiting to be tried again (releaseFailed); nil: none.
 	// The grant stays in its hold meanwhile: the owner holds it until Redis
@@ -121,16 +121,25 @@ func (h *hold) findNewest(match func(*grant) bool) *grant {
 	return nil
 }
 
-// releaseBasis is the owner's count and newest token as a release found
-// them when it started (scripts.UnlockArgs.Expect and Counter).
-type releaseBasis struct{ expect, counter int64 }
-
 // counted is the count of the holds r's kind adds to.
 func (h *hold) counted(write bool) int64 {
 	if write {
 		return h.writes
 	}
 	return h.count
+}
+
+// granted is how many grants of h are on that side (a read-write lock's
+// write side, else its reads or the only side), leaving out the one whose
+// release is in flight (except: none).
+func (h *hold) granted(write bool, except step) int64 {
+	var n int64
+	for _, g := range h.grants {
+		if g.write == write && (except == nil || g.release == nil || step(g.release) != except) {
+			n++
+		}
+	}
+	return n
 }
 
 // byMessage reports whether h was acquired by message.
@@ -145,9 +154,31 @@ func (h *hold) from() *actor.PID {
 }
 
 func (h *hold) extend(until time.Time) {
-	if at := until.Sub(epoch); at > h.validUntil {
-		h.validUntil = at
+	if at := until.Sub(epoch); at > h.validUntil() {
+		h.valid.set(at)
 	}
+}
+
+// validUntil is the hold's validity deadline, since epoch (timer.go).
+func (h *hold) validUntil() time.Duration { return h.valid.at() }
+
+// Validity is a hold's local validity deadline as the runtime holds it:
+// before it, Redis cannot let another owner in (the deadline is when the
+// last confirmed acquisition or renewal was sent, plus the lease, less
+// Drift). The lock actor moves it (or the manager, for a dormant name);
+// the Helds of the hold's grants read it. Kept since epoch (timer.go):
+// 8 bytes per held name.
+type Validity struct{ until atomic.Int64 }
+
+func (v *Validity) at() time.Duration    { return time.Duration(v.until.Load()) }
+func (v *Validity) set(at time.Duration) { v.until.Store(int64(at)) }
+
+// Until is the deadline as a time; the zero time for a nil Validity.
+func (v *Validity) Until() time.Time {
+	if v == nil {
+		return time.Time{}
+	}
+	return epoch.Add(v.at())
 }
 
 // localTTL is how long a local holder's hold stays valid, for a TryAcquire
@@ -155,7 +186,7 @@ func (h *hold) extend(until time.Time) {
 func (a *lockActor) localTTL() time.Duration {
 	ttl := time.Duration(-1)
 	for h := range a.holds.all {
-		ttl = max(ttl, h.validUntil-since(), 0)
+		ttl = max(ttl, h.validUntil()-since(), 0)
 	}
 	return ttl
 }
@@ -223,11 +254,6 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 	if g.ended == nil {
 		g.ended = cause
 	}
-	if g.release != nil {
-		// A failed release waiting to be tried again has nothing left to
-		// do: its owner's work is settled now, not when its timer fires.
-		a.retried(g.release)
-	}
 	if g.end != nil {
 		g.end(cause)
 	}
@@ -244,11 +270,16 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 			s.replies = nil
 		}
 	}
-	reads, writes := a.fam.allHolds(h)
+	// Our grants only, but for a release in flight, which releases its own:
+	// an owner id given with WithOwner may be held through other runtimes
+	// too, and Redis counts their holds with ours.
+	reads, writes := h.granted(false, a.inflight), h.granted(true, a.inflight)
+	if mutant.On(14) {
+		reads, writes = h.count, h.writes
+	}
 	for i, n := range [2]int64{reads, writes} {
 		if n > 0 {
-			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n, requestID: a.env.NewRequestID(),
-				basis: releaseBasis{expect: h.counted(i == 1), counter: h.token}})
+			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n})
 		}
 	}
 	h.grants, h.watchdogs = nil, 0
@@ -263,7 +294,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 func (a *lockActor) expireHolds(ctx actor.Context) {
 	now := since()
 	for h := range a.holds.all {
-		if now >= h.validUntil {
+		if now >= h.validUntil() {
 			why, reason := LossLocalDeadline, "the lease expired"
 			if h.watchdogs > 0 {
 				why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
@@ -290,8 +321,8 @@ func (a *lockActor) armValidity() {
 func (s *holdSet) earliest() time.Duration {
 	earliest := time.Duration(-1)
 	for h := range s.all {
-		if earliest < 0 || h.validUntil < earliest {
-			earliest = h.validUntil
+		if earliest < 0 || h.validUntil() < earliest {
+			earliest = h.validUntil()
 		}
 	}
 	return earliest

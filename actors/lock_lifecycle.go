@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // Subscription, idleness and shutdown of the lock actor.
@@ -107,15 +109,35 @@ func (a *lockActor) stop(ctx actor.Context) {
 	}
 	a.deliverAllGaveUp()
 	for _, s := range a.steps {
-		if r, ok := s.(*releaseStep); ok && r.grant == nil {
-			call := r.call(a)
+		// Releases of what nobody holds any more, and give-backs: best
+		// effort, as nobody is left to retry them.
+		var call scriptCall
+		switch s := s.(type) {
+		case *releaseStep:
+			if s.grant == nil {
+				call = s.call(a)
+			}
+		case *undoStep:
+			call = s.start(a, ctx)
+		}
+		if call != nil {
+			g := a.guardFor(s)
 			a.env.goCall(nil, func(ctx context.Context) any {
-				_ = call(ctx, false)
+				_ = call(ctx, g)
 				return nil
 			})
 		}
 	}
 	a.steps, a.parked = nil, nil
+	if len(a.spent) > 0 {
+		// The last requests' guards: nothing follows to delete them.
+		rdb, name, spent := a.env.Redis, a.key.Name, a.spent
+		a.env.goCall(nil, func(ctx context.Context) any {
+			_ = scripts.DeleteGuards(ctx, rdb, name, spent)
+			return nil
+		})
+		a.spent = nil
+	}
 	if a.subscribed != "" {
 		ctx.Send(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 		a.subscribed = ""

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -54,12 +55,12 @@ func (f *scriptedFamily) call(ctx context.Context, c *fakeCall) (fakeOutcome, er
 	}
 }
 
-func (f *scriptedFamily) acquire(ctx context.Context, _ scripts.Client, args attemptArgs) (scripts.Grant, error) {
+func (f *scriptedFamily) acquire(ctx context.Context, _ scripts.Client, args attemptArgs, _ scripts.Guard) (scripts.Grant, error) {
 	o, err := f.call(ctx, &fakeCall{acquire: &args})
 	return o.grant, err
 }
 
-func (f *scriptedFamily) release(ctx context.Context, _ scripts.Client, args releaseArgs) (scripts.Unlock, scripts.Grant, error) {
+func (f *scriptedFamily) release(ctx context.Context, _ scripts.Client, args releaseArgs, _ scripts.Guard) (scripts.Unlock, scripts.Grant, error) {
 	o, err := f.call(ctx, &fakeCall{release: &args})
 	return o.unlock, o.grant, err
 }
@@ -78,9 +79,13 @@ const holderTTL = time.Minute
 func newMachine(t *testing.T) *machine {
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	sink := sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {})) // router and watchdog
+	// No Redis behind the scripted family: what the actor sends Redis
+	// directly (deleting spent guards when it stops) finds nobody there.
+	nowhere := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = nowhere.Close() })
 	env := newEnv(Config{
-		System: sys, RuntimeID: "rt", Watchdog: 30 * time.Second, IdleAfter: time.Hour,
-		CallTimeout: 10 * time.Second, LatchTTL: time.Minute, MaxHandoffs: 10,
+		System: sys, Redis: nowhere, RuntimeID: "rt", Watchdog: 30 * time.Second, IdleAfter: time.Hour,
+		CallTimeout: 10 * time.Second, MaxHandoffs: 10,
 	})
 	env.router, env.renewal = sink, sink
 	calls := make(chan *fakeCall, 8)

@@ -12,23 +12,16 @@ import (
 // at most MaxHandoffs times in a row.
 type reentrant struct{}
 
-func (reentrant) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs) (scripts.Grant, error) {
-	return scripts.AcquireLock(ctx, rdb, c.AcquireArgs)
+func (reentrant) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs, g scripts.Guard) (scripts.Grant, error) {
+	return scripts.AcquireLock(ctx, rdb, c.AcquireArgs, g)
 }
 
-func (reentrant) release(ctx context.Context, rdb scripts.Client, c releaseArgs) (scripts.Unlock, scripts.Grant, error) {
+func (reentrant) release(ctx context.Context, rdb scripts.Client, c releaseArgs, g scripts.Guard) (scripts.Unlock, scripts.Grant, error) {
 	if c.next.Owner == "" {
-		u, err := scripts.UnlockLock(ctx, rdb, c.UnlockArgs)
+		u, err := scripts.UnlockLock(ctx, rdb, c.UnlockArgs, g)
 		return u, scripts.Grant{}, err
 	}
-	next := c.next
-	if c.retry {
-		// The first try may have granted next: its count is then 1, not 0.
-		next.Seen = 0
-	}
-	h, err := scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{
-		Name: c.Name, From: c.Owner, RequestID: c.RequestID, LatchTTL: c.LatchTTL, To: next, Fresh: c.Fresh,
-	})
+	h, err := scripts.HandoffLock(ctx, rdb, scripts.HandoffArgs{Name: c.Name, From: c.Owner, To: c.next}, g)
 	return scripts.Unlock{State: h.Released}, h.Next, err
 }
 
@@ -69,10 +62,6 @@ func (reentrant) unheld(h *hold, n int64, _ bool) bool {
 }
 
 func (reentrant) forceEnds(*hold, bool) bool { return true }
-
-// allHolds: the whole count, at least one (a departed owner's count may not
-// be known here; the script releases whatever it has).
-func (reentrant) allHolds(h *hold) (reads, writes int64) { return max(h.count, 1), 0 }
 
 // heldByOther reports whether an owner other than r's holds the lock here.
 func heldByOther(holds *holdSet, r *request) bool {

@@ -38,7 +38,7 @@ func (a *lockActor) releaseGo(m *Release) {
 		g.release.join(reply)
 	default:
 		s := a.queueRelease(h, g, m.RequestID, reply)
-		s.span, s.fresh = m.Span, m.Fresh
+		s.span = m.Span
 	}
 }
 
@@ -129,12 +129,8 @@ func (a *lockActor) queueRelease(h *hold, g *grant, requestID string, reply func
 		h.watchdogs--
 	}
 	a.syncRenewal(h)
-	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID,
-		basis: releaseBasis{expect: h.counted(g.write), counter: h.token}}
+	s := &releaseStep{owner: h.owner, write: g.write, grant: g, holds: 1, requestID: requestID}
 	s.join(reply)
-	if g.unlocking != nil {
-		s.basis = *g.unlocking
-	}
 	g.release = s
 	a.steps = append(a.steps, s)
 	return s
@@ -165,13 +161,23 @@ func (a *lockActor) cancelMessage(ctx actor.Context, m *messages.CancelRequest) 
 func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 	h := a.holds.get(s.owner)
 	if d.err != nil {
-		a.releaseFailed(s, h, d.err)
-		if s.next != nil && mayHaveRun(d.err) {
+		if unsettled(d.err) {
+			a.releaseUnknown(ctx, s, h, d.err)
+		} else {
+			a.releaseFailed(s, h, d.err)
+		}
+		if s.next != nil && unsettled(d.err) {
 			// The waiter may hold it now without knowing: undo, then retry.
 			a.giveBack(s.next.owner, s.next.write(), 1, 1, s.next.leaseOr(a.env.Watchdog))
-			a.headReady = true
 		}
+		a.headReady = true
 		return
+	}
+	if h == nil {
+		// The hold was abandoned while this release ran (its validity
+		// passed): what it released is no longer the give-back's to
+		// release (giveBackHold).
+		a.undone(s.owner, s.write, s.holds, s.unlock.State)
 	}
 	switch s.unlock.State {
 	case scripts.Released:
@@ -211,6 +217,10 @@ func (a *lockActor) releasedTo(ctx actor.Context, s *releaseStep, d *stepDone) {
 	case s.handed.Acquired && next.answered:
 		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, next.leaseOr(a.env.Watchdog))
 		a.headReady = true
+	case s.handed.Acquired && a.settlingFor(next.owner):
+		// A give-back of next's owner began while the hand-off ran: the
+		// two must not overlap (giveback.go).
+		a.giveBackGrant(ctx, next, s.handed, "a give-back of its owner's holds was under way")
 	case s.handed.Acquired && a.env.unsynced(s.acked):
 		a.unconfirmed(ctx, next, s.handed, s.acked)
 	case s.handed.Acquired:
@@ -278,24 +288,21 @@ func (a *lockActor) afterPublicRelease(heard int64) {
 // send its attempt, short enough to cost little if none does.
 const yieldWindow = 2 * time.Millisecond
 
-// releaseFailed: Redis did not answer, so the hold may still be there. The
-// grant stays in the hold, renewed again, so Done() keeps its meaning, and
-// the actor tries the release again itself (same
-// request id, judged by what the first attempt expected: see
-// grant.unlocking) until Redis answers or the hold ends: the caller may
-// have stopped waiting (its ctx ended), or be gone (a MultiLock round that
-// failed), and a release asked for must complete. An Unlock called again
-// meanwhile joins it. Until it is settled, nothing grants to the owner (a
-// re-entry would move the fencing counter the retry judges by).
+// releaseFailed: the release did not run (Redis refused it or could not be
+// reached, or its attempts came too late and it was settled as not run),
+// so the hold is still there. The grant stays in the hold, renewed again,
+// so Done() keeps its meaning, and the actor runs the release again itself
+// until it runs or the hold ends: the caller may have stopped waiting (its
+// ctx ended), or be gone (a MultiLock round that failed), and a release
+// asked for must complete. An Unlock called again meanwhile joins it.
+// Each run is a request of its own (guardFor): the last one is known to
+// have done nothing, so nothing can act twice.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
-	s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
-	s.replies = nil
+	s.fail(a, err)
 	if s.grant == nil || h == nil || s.grant.ended != nil {
+		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
 		return
 	}
-	// A copy: pointing into s would keep the step's basis changing with it.
-	basis := s.basis
-	s.grant.unlocking = &basis
 	if s.grant.watchdog {
 		h.watchdogs++
 	}
@@ -304,12 +311,23 @@ func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 		s.grant.release = nil // left for the caller to retry, if any
 		return
 	}
-	s.fresh, s.retrying = false, true
+	s.retrying = true
 	s.tries++
-	if s.settling = !mutant.On(3); s.settling {
-		a.settle(s.owner)
-	}
 	a.runLater(min(50*time.Millisecond<<s.tries, time.Second), s)
+}
+
+// releaseUnknown: Redis did not answer the release, nor its settling, for
+// as long as its guard is sure to live, so what it did can no longer be
+// learnt: the owner may hold one hold more or less than known, or none.
+// Its hold here ends as lost; nothing renews what Redis may still count,
+// which then expires within its lease.
+func (a *lockActor) releaseUnknown(ctx actor.Context, s *releaseStep, h *hold, err error) {
+	s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
+	const reason = "an unlock's outcome could not be learnt (Redis did not answer)"
+	if h != nil {
+		a.lost(ctx, h, LossRenewalFailed, reason)
+	}
+	a.endGrant(s.grant, lossOf(LossRenewalFailed, reason))
 }
 
 func (a *lockActor) forced(ctx actor.Context, s *forceStep, err error) {

@@ -2,7 +2,9 @@ package actors
 
 import (
 	"context"
+	"time"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 
@@ -18,18 +20,18 @@ import (
 // the lock to one.
 type readWrite struct{}
 
-func (readWrite) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs) (scripts.Grant, error) {
+func (readWrite) acquire(ctx context.Context, rdb scripts.Client, c attemptArgs, g scripts.Guard) (scripts.Grant, error) {
 	if c.write {
-		return scripts.AcquireWrite(ctx, rdb, c.AcquireArgs)
+		return scripts.AcquireWrite(ctx, rdb, c.AcquireArgs, g)
 	}
-	return scripts.AcquireRead(ctx, rdb, c.AcquireArgs)
+	return scripts.AcquireRead(ctx, rdb, c.AcquireArgs, g)
 }
 
-func (readWrite) release(ctx context.Context, rdb scripts.Client, c releaseArgs) (u scripts.Unlock, _ scripts.Grant, err error) {
+func (readWrite) release(ctx context.Context, rdb scripts.Client, c releaseArgs, g scripts.Guard) (u scripts.Unlock, _ scripts.Grant, err error) {
 	if c.write {
-		u, err = scripts.UnlockWrite(ctx, rdb, c.UnlockArgs)
+		u, err = scripts.UnlockWrite(ctx, rdb, c.UnlockArgs, g)
 	} else {
-		u, err = scripts.UnlockRead(ctx, rdb, c.UnlockArgs)
+		u, err = scripts.UnlockRead(ctx, rdb, c.UnlockArgs, g)
 	}
 	return u, scripts.Grant{}, err
 }
@@ -82,27 +84,29 @@ func (readWrite) releasedPublicly(a *lockActor, heard int64) {
 func (readWrite) unheld(h *hold, n int64, write bool) bool {
 	if write {
 		h.writes = max(h.writes-n, 0)
-		return true
+	} else {
+		h.count = max(h.count-n, 0)
+		h.reads = h.reads[:min(int64(len(h.reads)), h.count)]
 	}
-	h.count = max(h.count-n, 0)
-	h.reads = h.reads[:min(int64(len(h.reads)), h.count)]
-	if h.writes == 0 && h.watchdogs == 0 && len(h.reads) > 0 {
-		// In read mode the script set the lock's expiry to the longest
-		// read-hold key left (of any owner: ours are a lower bound), and
-		// nothing renews ours: the hold is valid as long as they are.
-		h.validUntil = 0
+	if h.writes == 0 && h.watchdogs == 0 && len(h.reads) > 0 && !mutant.On(9) {
+		// Only reads are left, and nothing renews them: the hold is valid
+		// as long as their keys, whatever the lock's own expiry. A read
+		// release sets that to the longest read-hold key left (of any
+		// owner: ours are a lower bound); after a write release (a
+		// downgrade) it is still the write's, but once the read keys have
+		// expired another reader's release deletes the lock.
+		var until time.Duration
 		for _, k := range h.reads {
-			h.validUntil = max(h.validUntil, k.until)
+			until = max(until, k.until)
 		}
+		h.valid.set(until)
 	}
-	return false
+	return write
 }
 
 // forceEnds: a forced write unlock ends the write hold, a forced read
 // unlock the read holds.
 func (readWrite) forceEnds(h *hold, write bool) bool { return (h.writes > 0) == write }
-
-func (readWrite) allHolds(h *hold) (reads, writes int64) { return h.count, h.writes }
 
 func upgradeError() error {
 	return sentinel.With(ErrNotAcquired, ErrUpgrade)

@@ -3,13 +3,14 @@ package actors
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/internal/mutant"
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -27,16 +28,36 @@ type step interface {
 	apply(a *lockActor, ctx actor.Context, d *stepDone)
 }
 
-// scriptCall runs a step's script; retry is set on a re-attempt after an
-// unknown outcome. It writes its outcome into its step, which the actor
-// reads only once the stepDone arrives.
-type scriptCall func(ctx context.Context, retry bool) error
+// guardedStep is a step whose script changes the lock, and so runs under
+// a duplicate guard (scripts.Guard), the same for every attempt of one run:
+// Redis acts on it once, and when its outcome is unknown (no attempt's
+// reply came back) it is settled before anything else runs (settleStep),
+// so apply learns what it did, or that it did nothing and never will.
+// A step is thus over for the actor only once it is over for Redis.
+type guardedStep interface {
+	step
+	// owners are whose Redis state the step may change: nothing grants
+	// to them while its outcome is being settled.
+	owners() []string
+	// lease is how long what the step acts on lasts in Redis unrenewed (the
+	// hold's lease): it is settled for as long (see guardFor).
+	lease(a *lockActor) time.Duration
+}
+
+// scriptCall runs a step's script under g, the guard of this run of the
+// step (every attempt of the run passes the same one; g.Settle asks what
+// the run did instead of acting). It writes its outcome into its step,
+// which the actor reads only once the stepDone arrives.
+type scriptCall func(ctx context.Context, g scripts.Guard) error
 
 // stepDone is the outcome of a step's script.
 type stepDone struct {
 	step   step
-	sentAt time.Time // when the last try was sent
+	sentAt time.Time // when the run's first attempt was sent
 	err    error
+	call   scriptCall    // the run's script, to settle it with
+	guard  scripts.Guard // the run's guard
+	tries  int           // attempts sent
 }
 
 // stepDue is a step to run first, after a pause (runLater).
@@ -54,8 +75,7 @@ type (
 		scripts.UnlockArgs
 		write bool
 		next  scripts.AcquireArgs // the waiter a release hands to; Owner "": none
-		wait  time.Duration
-		retry bool
+		keep  time.Duration       // fair: a give-back keeps the owner's place at the head that long (0: no)
 	}
 )
 
@@ -66,28 +86,191 @@ func (a *lockActor) run(ctx actor.Context, s step) {
 		return
 	}
 	a.inflight = s
+	g := a.guardFor(s)
 	a.env.goCall(a.self, func(ctx context.Context) any {
-		d := &stepDone{step: s}
+		d := &stepDone{step: s, call: call, guard: g, sentAt: time.Now()}
 		d.err = retryUnknown(ctx, func(ctx context.Context, attempt int) error {
-			d.sentAt = time.Now()
-			return call(ctx, attempt > 0)
+			d.tries = attempt + 1
+			if attempt > 0 && mutant.On(8) && isRelease(s) {
+				g.ID = g.ID + "'" // the defect: a retry that its first attempt cannot see
+			}
+			return call(ctx, g)
 		})
 		return d
 	})
 }
+
+// guardFor is the guard of a run of s: a request id of its own (a run
+// that did nothing, settled so, leaves its id marked: a later run needs
+// another), and, for a guarded step, a spent guard to delete on the way.
+// The guard lives (guardTTL) until no attempt of the run can act any more
+// and the run can no longer be settled: its settling goes on while what
+// it acts on may last in Redis unrenewed (a lease), so that an Unlock sent
+// into a stalled Redis is carried through once Redis answers, however long
+// the stall, as long as the hold could still be there.
+func (a *lockActor) guardFor(s step) scripts.Guard {
+	g := scripts.Guard{ID: a.env.NewRequestID(), TTL: a.env.GuardTTL, Clock: a.env.Clock}
+	if gs, ok := s.(guardedStep); ok {
+		g.TTL = a.guardTTL(gs)
+	}
+	if mutant.On(11) && isRelease(s) {
+		g.TTL, g.Clock = a.env.CallTimeout/4, nil // the defect: a guard that attempts outlive
+	}
+	if _, ok := s.(guardedStep); ok && len(a.spent) > 0 {
+		g.Spent = a.spent[len(a.spent)-1]
+		a.spent = a.spent[:len(a.spent)-1]
+	}
+	return g
+}
+
+// guardTTL is how long the guard of a run of s lives: GuardTTL (an attempt
+// acts, and a run whose outcome is unknown is settled, within two call
+// timeouts of its first attempt), plus what s acts on may last unrenewed.
+func (a *lockActor) guardTTL(s guardedStep) time.Duration {
+	return a.env.GuardTTL + s.lease(a)
+}
+
+// spend notes the guard of a run whose one attempt was answered: no other
+// attempt of it can arrive, so the next guarded step deletes it rather
+// than leave Redis a key per request. A few are kept; the rest expire.
+func (a *lockActor) spend(id string) {
+	if len(a.spent) == cap(a.spent) && len(a.spent) >= maxSpent {
+		copy(a.spent, a.spent[1:])
+		a.spent = a.spent[:len(a.spent)-1]
+	}
+	a.spent = append(a.spent, id)
+}
+
+const maxSpent = 4
+
+// stepped takes the outcome of the step in flight: a guarded step's whose
+// outcome is unknown is settled first; every other is applied.
+func (a *lockActor) stepped(ctx actor.Context, d *stepDone) {
+	gs, guarded := d.step.(guardedStep)
+	if guarded && d.err == nil && d.tries == 1 {
+		a.spend(d.guard.ID)
+	}
+	if guarded && unsettled(d.err) && !(mutant.On(3) && isRelease(d.step)) {
+		a.tellUnknown(ctx, d)
+		s := &settleStep{done: d, owners: gs.owners(), giveUpAt: d.sentAt.Add(d.guard.TTL - a.env.CallTimeout)}
+		for _, o := range s.owners {
+			a.settle(o)
+		}
+		a.first(s)
+		return
+	}
+	if mutant.On(3) && unsettled(d.err) {
+		d.err = scripts.ErrNotRun // the defect: an unknown release taken for one that never ran
+	}
+	d.step.apply(a, ctx, d)
+}
+
+func isRelease(s step) bool { _, ok := s.(*releaseStep); return ok }
+
+// tellUnknown answers the caller of a run whose outcome is unknown at
+// once, with the error: Redis did not answer within the call timeout, and
+// the caller learns that when it would have without settling. Settling
+// goes on: a grant it finds is given back (its request is answered), and
+// a release it finds done ends its acquisition as unlocked (an Unlock
+// called again reports that).
+func (a *lockActor) tellUnknown(ctx actor.Context, d *stepDone) {
+	switch s := d.step.(type) {
+	case *attemptStep:
+		if !s.req.answered {
+			a.answer(ctx, s.req, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
+		}
+	case *releaseStep:
+		s.fail(a, d.err)
+	}
+}
+
+// unsettled reports whether a step's script may have acted in Redis
+// without its reply coming back (an attempt's connection broke, or Redis
+// did not answer in time): its outcome is unknown. A reply from Redis (even
+// an error: the scripts fail before they write), a dial that failed, and
+// ErrNotRun are known outcomes: nothing was done.
+func unsettled(err error) bool {
+	var rerr redis.Error
+	return err != nil && mayHaveRun(err) && !errors.Is(err, scripts.ErrNotRun) && !errors.As(err, &rerr)
+}
+
+// settleStep settles the run of a guarded step whose outcome is unknown:
+// its script again, in settle mode (scripts.Guard.Settle), which returns
+// what an attempt of the run did, or marks the run so that none acts
+// later. It goes first, and until it is done nothing grants to the owners
+// the run may have acted for (their attempts are parked: giveback.go):
+// the actor does not know what Redis has of them. Other owners' steps go
+// on meanwhile. It is tried again until Redis answers, or the guard could
+// expire (giveUpAt); then the outcome stays unknown, and the step's apply
+// gets that.
+type settleStep struct {
+	done     *stepDone
+	owners   []string
+	giveUpAt time.Time
+	tries    uint8
+}
+
+func (s *settleStep) start(*lockActor, actor.Context) scriptCall {
+	d := s.done
+	return func(ctx context.Context, _ scripts.Guard) error {
+		g := d.guard
+		g.Settle, g.Spent = true, ""
+		return d.call(ctx, g)
+	}
+}
+
+func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
+	if unsettled(d.err) && time.Now().Before(s.giveUpAt) {
+		s.tries++
+		a.runLater(min(50*time.Millisecond<<s.tries, time.Second), s)
+		return
+	}
+	for _, o := range s.owners {
+		a.settled(o)
+	}
+	done := *s.done
+	done.tries, done.err = 0, d.err
+	if unsettled(d.err) {
+		done.err = &unknowable{err: d.err}
+	}
+	if a.env.ReplicaSync.Replicas > 0 {
+		// What replicas confirmed was the settle's writes, not the run's.
+		switch st := done.step.(type) {
+		case *attemptStep:
+			st.acked = 0
+		case *releaseStep:
+			st.acked = 0
+		}
+	}
+	done.step.apply(a, ctx, &done)
+}
+
+// unknowable is the outcome of a run that could not be settled: Redis did
+// not answer for as long as the run's guard is sure to live. Whatever the
+// run did is beyond knowing; it may have acted.
+type unknowable struct{ err error }
+
+func (e *unknowable) Error() string {
+	return "its outcome could not be learnt (Redis did not answer): " + e.err.Error()
+}
+
+func (e *unknowable) Unwrap() error { return e.err }
 
 // ---- attempt ---------------------------------------------------------------
 
 type attemptStep struct {
 	req   *request
 	seen  int64  // the owner's count when it started
-	last  int64  // what tells an earlier attempt's effect: see start (0: nothing)
 	other int64  // read-write lock: the owner's count on the other side when it started
 	wakes uint64 // lockActor.wakes when it started
 
 	grant scripts.Grant // outcome
 	acked int64         // replicas that confirmed it (-1: not asked)
 }
+
+func (s *attemptStep) owners() []string { return []string{s.req.owner} }
+
+func (s *attemptStep) lease(a *lockActor) time.Duration { return s.req.leaseOr(a.env.Watchdog) }
 
 func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	r := s.req
@@ -103,51 +286,22 @@ func (s *attemptStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		a.answer(ctx, r, AcquireResult{Err: ErrNotAcquired, HolderTTL: a.localTTL()})
 		return nil
 	}
-	// An owner id this runtime made is used by nobody else (see below).
-	own := strings.HasPrefix(r.owner, a.env.RuntimeID+":")
+	s.seen, s.other = 0, 0
 	if h != nil {
 		s.seen, s.other = h.counted(r.write()), h.counted(!r.write())
-		if own {
-			// The scripts tell by it whether an earlier attempt took
-			// effect (an id given by the caller may be shared with
-			// another process, whose grants would fool them): only its
-			// own grants move the counter while it holds an exclusive
-			// lock, and only they write its read-hold keys.
-			s.last = h.token
-			if a.fam.shares() && !r.write() {
-				s.last = 0
-				if n := s.seen; n > 0 && n <= int64(len(h.reads)) {
-					s.last = h.reads[n-1].token
-				}
-			}
-		}
 	}
 	s.wakes = a.wakes
 	r.inflight = true
 	r.tries++
 	args := attemptArgs{
-		AcquireArgs: scripts.AcquireArgs{
-			Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL,
-		},
-		write: r.write(), enqueue: !r.tryOnce, wait: a.placeWait(r),
+		AcquireArgs: scripts.AcquireArgs{Name: a.key.Name, Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), TokenTTL: a.env.TokenTTL},
+		write:       r.write(), enqueue: !r.tryOnce, wait: a.placeWait(r),
 	}
-	args.Last = s.last
-	env, fam, seen, span := a.env, a.fam, s.seen, r.span()
-	// An owner id this runtime made is used by nobody else, so its count
-	// in Redis beyond the one seen here can only be this request's own
-	// doing: every attempt then tells the script the count seen, so that
-	// an earlier attempt reaching Redis after its retry (a connection
-	// whose bytes were still on their way when its reply timed out) cannot
-	// count the hold twice. An id given by the caller (WithOwner) may be
-	// shared with a Redisson thread whose holds count too: only a
-	// re-attempt after an unknown outcome tells the count then.
-	return func(ctx context.Context, retry bool) (err error) {
+	env, fam, span := a.env, a.fam, r.span()
+	return func(ctx context.Context, g scripts.Guard) (err error) {
 		ctx = withSpan(ctx, span)
-		if retry || own {
-			args.Seen = seen
-		}
 		rdb, ack := env.scriptClient()
-		s.grant, err = fam.acquire(ctx, rdb, args)
+		s.grant, err = fam.acquire(ctx, rdb, args, g)
 		s.acked = ack()
 		return err
 	}
@@ -166,19 +320,31 @@ type releaseStep struct {
 	write     bool
 	grant     *grant // the acquisition released; nil: holds of a departed owner
 	holds     int64
-	requestID string // unlock latch id
-	fresh     bool   // no earlier release with requestID was sent (UnlockArgs.Fresh)
-	basis     releaseBasis
+	requestID string                // the release request's id: a message's retry joins it
 	replies   []func(ReleaseResult) // the Unlock calls waiting for its outcome
 	span      trace.SpanContext     // the Go caller's span, for its script call
 	next      *request              // the waiter the lock is handed to, if any
 	retrying  bool                  // tried again by the actor after a failure (releaseFailed)
-	settling  bool                  // its owner's work is unsettled until this retry ends
-	tries     uint8                 // failed attempts so far
+	told      bool                  // its callers so far were told it failed: later ones wait for the outcome
+	tries     uint8                 // failed runs so far
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
 	acked  int64
+}
+
+func (s *releaseStep) lease(a *lockActor) time.Duration {
+	if s.grant != nil {
+		return max(s.grant.lease, a.env.Watchdog)
+	}
+	return a.env.Watchdog
+}
+
+func (s *releaseStep) owners() []string {
+	if s.next != nil {
+		return []string{s.owner, s.next.owner}
+	}
+	return []string{s.owner}
 }
 
 // join adds an Unlock call to those told the outcome.
@@ -194,6 +360,16 @@ func (s *releaseStep) answer(res ReleaseResult) {
 	}
 }
 
+// fail tells the release's callers that it failed, once: an Unlock called
+// again while the actor carries the release through joins it, and hears
+// its outcome.
+func (s *releaseStep) fail(a *lockActor, err error) {
+	if !s.told {
+		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
+		s.replies, s.told = nil, true
+	}
+}
+
 func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	h := a.holds.get(s.owner)
 	if g := s.grant; g != nil {
@@ -201,7 +377,7 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			// The acquisition ended (lost, closed, released with the
 			// owner's last hold) before this release ran: a hold of the
 			// same owner granted since is not this one to release.
-			a.retried(s)
+			s.retrying = false
 			s.answer(endedRelease(g.ended))
 			return nil
 		}
@@ -231,55 +407,30 @@ func endedRelease(cause error) ReleaseResult {
 	return ReleaseResult{Err: cause}
 }
 
-// retried ends the actor's own retry of s, if it was one.
-func (a *lockActor) retried(s *releaseStep) {
-	if s.retrying {
-		s.retrying = false
-		if s.settling {
-			s.settling = false
-			a.settled(s.owner)
-		}
-	}
-}
-
 // call is the release's script (also run by stop, with nobody to answer).
 func (s *releaseStep) call(a *lockActor) scriptCall {
 	args := releaseArgs{
-		UnlockArgs: scripts.UnlockArgs{
-			Name: a.key.Name, Owner: s.owner, RequestID: s.requestID, Holds: s.holds, IfCount: -1, LatchTTL: a.env.LatchTTL,
-		},
-		write: s.write, wait: a.env.FairWait,
+		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: s.holds, IfCount: -1},
+		write:      s.write,
 	}
 	if r := s.next; r != nil {
-		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), Seen: -1, TokenTTL: a.env.TokenTTL}
+		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), TokenTTL: a.env.TokenTTL}
 	}
-	env, fam, span, fresh, again, basis := a.env, a.fam, s.span, s.fresh, s.again(), s.basis
-	return func(ctx context.Context, retry bool) (err error) {
+	env, fam, span := a.env, a.fam, s.span
+	return func(ctx context.Context, g scripts.Guard) (err error) {
 		ctx = withSpan(ctx, span)
 		rdb, ack := env.scriptClient()
-		args.retry = retry
-		args.Fresh = fresh && !retry
-		if retry || again {
-			// An earlier attempt may have released the owner's last hold,
-			// which leaves no latch: the script judges by what it expected.
-			// Not on a first attempt, where a missing hold means lost.
-			args.Expect, args.Counter = basis.expect, basis.counter
-		}
-		s.unlock, s.handed, err = fam.release(ctx, rdb, args)
+		s.unlock, s.handed, err = fam.release(ctx, rdb, args, g)
 		s.acked = ack()
 		return err
 	}
 }
 
-// again reports whether an earlier release of s's grant failed, so that it
-// may have run.
-func (s *releaseStep) again() bool { return s.grant != nil && s.grant.unlocking != nil }
-
 func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	if s.next != nil {
 		s.next.inflight = false
 	}
-	a.retried(s)
+	s.retrying = false
 	a.released(ctx, s, d)
 	a.settleGaveUp(s.next, s.handed.Acquired)
 }
@@ -288,12 +439,9 @@ func (s *releaseStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 // same script, or nil: only when the owner releases its last hold, and to
 // the head the family allows (handsTo).
 //
-// Not for a retry of a release that failed: its first attempt may have
-// released the lock writing no latch, which only UnlockLock's retry tells.
-//
 // Not to a waiter whose owner's Redis work is unsettled (giveback.go).
 func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
-	if s.grant == nil || s.again() || h == nil || h.count != 1 || a.queue.waiting() == 0 {
+	if s.grant == nil || h == nil || h.count != 1 || a.queue.waiting() == 0 {
 		return nil
 	}
 	next := a.front()
@@ -309,34 +457,35 @@ func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
 // counts exactly ifCount of them, so a newer hold is never touched
 // (giveback.go). Its owner's work stays unsettled until it is done.
 type undoStep struct {
-	owner     string
-	write     bool
-	holds     int64 // 0 means 1
-	ifCount   int64
-	requestID string
-	giveUpAt  time.Time
+	owner    string
+	write    bool
+	holds    int64 // 0 means 1
+	ifCount  int64
+	keep     time.Duration // fair: the owner keeps its place at the head that long (0: no)
+	giveUpAt time.Time
 
 	unlock scripts.Unlock // outcome
 }
 
+func (s *undoStep) owners() []string { return []string{s.owner} }
+
+func (s *undoStep) lease(*lockActor) time.Duration { return max(time.Until(s.giveUpAt), 0) }
+
 func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
 	args := releaseArgs{
-		UnlockArgs: scripts.UnlockArgs{
-			Name: a.key.Name, Owner: s.owner, RequestID: s.requestID, Holds: max(s.holds, 1), IfCount: s.ifCount, LatchTTL: a.env.LatchTTL,
-		},
-		write: s.write, wait: a.env.FairWait,
+		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount},
+		write:      s.write, keep: s.keep,
 	}
 	env, fam := a.env, a.fam
-	return func(ctx context.Context, retry bool) (err error) {
+	return func(ctx context.Context, g scripts.Guard) (err error) {
 		rdb, _ := env.scriptClient()
-		args.retry = retry
-		s.unlock, _, err = fam.release(ctx, rdb, args)
+		s.unlock, _, err = fam.release(ctx, rdb, args, g)
 		return err
 	}
 }
 
 func (s *undoStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
-	if d.err != nil && a.retryLater(s, s.giveUpAt) {
+	if d.err != nil && !unsettled(d.err) && a.retryLater(s, s.giveUpAt) {
 		return
 	}
 	a.settled(s.owner)
@@ -353,17 +502,21 @@ type leaveStep struct {
 	giveUpAt time.Time
 }
 
+func (s *leaveStep) owners() []string { return []string{s.owner} }
+
+func (s *leaveStep) lease(a *lockActor) time.Duration { return a.env.Watchdog }
+
 func (s *leaveStep) start(a *lockActor, _ actor.Context) scriptCall {
 	rdb, name, owner := a.env.Redis, a.key.Name, s.owner
-	return func(ctx context.Context, _ bool) error {
-		_, err := scripts.LeaveFair(ctx, rdb, name, owner)
+	return func(ctx context.Context, g scripts.Guard) error {
+		_, err := scripts.LeaveFair(ctx, rdb, name, owner, g)
 		return err
 	}
 }
 
 func (s *leaveStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 	a.deliverGaveUp(s.req)
-	if d.err != nil {
+	if d.err != nil && !unsettled(d.err) {
 		a.retryLater(s, s.giveUpAt)
 	}
 }
@@ -397,7 +550,7 @@ type forceStep struct {
 
 func (s *forceStep) start(a *lockActor, _ actor.Context) scriptCall {
 	rdb, name, fam, write := a.env.Redis, a.key.Name, a.fam, s.write
-	return func(ctx context.Context, _ bool) (err error) {
+	return func(ctx context.Context, _ scripts.Guard) (err error) {
 		s.deleted, err = fam.force(ctx, rdb, name, write)
 		return err
 	}
@@ -406,6 +559,22 @@ func (s *forceStep) start(a *lockActor, _ actor.Context) scriptCall {
 func (s *forceStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	a.forced(ctx, s, d.err)
 }
+
+// ---- spent guards ------------------------------------------------------------
+
+// spentStep deletes the guards of runs no attempt of which can arrive any
+// more (spend) when no script follows to do it: Close drains the name.
+// (A name that goes idle deletes them when its actor stops: stop.)
+type spentStep struct{ ids []string }
+
+func (s *spentStep) start(a *lockActor, _ actor.Context) scriptCall {
+	rdb, name, ids := a.env.Redis, a.key.Name, s.ids
+	return func(ctx context.Context, _ scripts.Guard) error {
+		return scripts.DeleteGuards(ctx, rdb, name, ids)
+	}
+}
+
+func (s *spentStep) apply(*lockActor, actor.Context, *stepDone) {}
 
 // ---- order -------------------------------------------------------------------
 
@@ -416,13 +585,13 @@ func (a *lockActor) first(s step) {
 	a.steps[0] = s
 }
 
-// retryLater re-runs an undo or leave that Redis did not answer, until the
+// retryLater re-runs an undo or leave that did not run, until the
 // hold or queue place would have expired anyway (giveUpAt): nobody renews
 // it, so its lease (or the fair wait) bounds what an unreachable Redis
-// costs. Closing does not wait that long. It reports whether s will run
+// costs. Close waits for it, up to its ctx. It reports whether s will run
 // again.
 func (a *lockActor) retryLater(s step, giveUpAt time.Time) bool {
-	if time.Now().Before(giveUpAt) && !a.draining {
+	if time.Now().Before(giveUpAt) {
 		a.runLater(100*time.Millisecond, s)
 		return true
 	}

@@ -176,3 +176,11 @@ func optCount(n int64) string {
 	}
 	return strconv.FormatInt(n, 10)
 }
+
+// flag renders a boolean script argument: "1" or "".
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -21,9 +22,9 @@ var (
 	//go:embed fair_refresh.lua
 	fairRefreshLua string
 
-	fairAcquire     = newScript(reentrantLua, fairLua, fairAcquireLua)
-	fairUnlock      = newScript(reentrantLua, fairLua, fairUnlockLua)
-	fairLeave       = newScript(fairLua, fairLeaveLua)
+	fairAcquire     = newScript(guardLua, reentrantLua, fairLua, fairAcquireLua)
+	fairUnlock      = newScript(guardLua, reentrantLua, fairLua, fairUnlockLua)
+	fairLeave       = newScript(guardLua, fairLua, fairLeaveLua)
 	fairForceUnlock = newScript(fairForceUnlockLua)
 	fairRefresh     = newScript(fairLua, fairRefreshLua)
 )
@@ -37,23 +38,26 @@ type FairAcquireArgs struct {
 
 // AcquireFair takes or re-enters the fair lock, or joins its queue.
 // HolderTTL of a refusal is about how long the owner may wait for its turn.
-func AcquireFair(ctx context.Context, c Client, a FairAcquireArgs) (Grant, error) {
+func AcquireFair(ctx context.Context, c Client, a FairAcquireArgs, g Guard) (Grant, error) {
 	enqueue := "0"
 	if a.Enqueue {
 		enqueue = "1"
 	}
-	return grantScript(ctx, c, fairAcquire,
+	return grantScript(ctx, c, fairAcquire, g, a.Name,
 		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, ms(a.Wait), optCount(a.Seen), ms(a.TokenTTL), enqueue, optPositive(a.Last))
+		ms(a.Lease), a.Owner, ms(a.Wait), ms(a.TokenTTL), enqueue)
 }
 
 // FairUnlockArgs describes one release of a fair lock.
 type FairUnlockArgs struct {
 	UnlockArgs
-	Wait time.Duration
 	// Next, if set, is the local waiter that gets the lock directly when it
 	// becomes free and Next is the queue's head.
 	Next AcquireArgs
+	// KeepPlace, if positive, gives back a grant its waiter could not use
+	// and puts the owner back at the head of the queue, its place lasting
+	// that long: the grant had taken the place.
+	KeepPlace time.Duration
 }
 
 // FairUnlock is the outcome of UnlockFair.
@@ -63,15 +67,10 @@ type FairUnlock struct {
 }
 
 // UnlockFair releases holds of the fair lock in one round trip.
-func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs) (FairUnlock, error) {
-	res, err := fairUnlock.evalOnce(ctx, c,
-		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
-		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
-		ms(a.Wait), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL), flag(a.Fresh))
-	if err != nil {
-		return FairUnlock{}, err
-	}
-	v, err := ints(res)
+func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs, g Guard) (FairUnlock, error) {
+	v, err := guardedInts(ctx, c, fairUnlock, g, a.Name,
+		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
+		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL), optMs(a.KeepPlace))
 	if err != nil {
 		return FairUnlock{}, err
 	}
@@ -88,14 +87,14 @@ func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs) (FairUnlock, er
 
 // LeaveFair takes owner out of the fair lock's queue (a waiter gave up, or
 // an operator drops a dead one); those behind it move up by its slot.
-func LeaveFair(ctx context.Context, c Client, name, owner string) (bool, error) {
-	res, err := fairLeave.evalOnce(ctx, c,
+func LeaveFair(ctx context.Context, c Client, name, owner string, g Guard) (bool, error) {
+	v, err := guardedInts(ctx, c, fairLeave, g, name,
 		[]string{name, FairQueueKey(name), FairTimeoutKey(name)},
 		owner, LockChannel(name))
 	if err != nil {
 		return false, err
 	}
-	return res == int64(1), nil
+	return v[0] == 1, nil
 }
 
 // RefreshFair keeps the places of live waiters of the fair lock name: each
@@ -137,4 +136,12 @@ func unlockOf(v []int64) (Unlock, error) {
 		u.Heard = v[1]
 	}
 	return u, nil
+}
+
+// optMs renders an optional duration: "" when not positive.
+func optMs(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(ms(d), 10)
 }

@@ -7,7 +7,6 @@ import "strings"
 // resource under the same name.
 const (
 	lockChannelPrefix = "redisson_lock__channel"
-	unlockLatchPrefix = "redisson_unlock_latch"
 	tokenPrefix       = "redisson_lock_token"
 	fairQueuePrefix   = "redisson_lock_queue"
 	fairTimeoutPrefix = "redisson_lock_timeout"
@@ -31,10 +30,15 @@ func LockChannel(name string) string { return prefixed(lockChannelPrefix, name) 
 // TokenKey is the fencing counter of lock name.
 func TokenKey(name string) string { return prefixed(tokenPrefix, name) }
 
-// unlockLatchKey remembers the outcome of one unlock request, so a retried
-// request returns its first result instead of releasing twice.
-func unlockLatchKey(name, requestID string) string {
-	return prefixed(unlockLatchPrefix, name) + ":" + requestID
+// requestPrefix names the duplicate guards of requests (guard.lua) and the
+// markers of the other primitives' requests: short-lived keys that make a
+// request act once however many of its attempts reach Redis. Not
+// Redisson's, which ignores keys it does not know.
+const requestPrefix = "actorlock_request"
+
+// requestKey is the guard (or marker) of one request on object name.
+func requestKey(name, requestID string) string {
+	return prefixed(requestPrefix, name) + ":" + requestID
 }
 
 // suffixed puts a suffix after a name wrapped in a hash tag (or after the

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,9 +26,9 @@ var (
 	//go:embed lock_renew.lua
 	lockRenewLua string
 
-	lockAcquire     = newScript(reentrantLua, lockAcquireLua)
-	lockUnlock      = newScript(lockUnlockLua)
-	lockHandoff     = newScript(reentrantLua, lockHandoffLua)
+	lockAcquire     = newScript(guardLua, reentrantLua, lockAcquireLua)
+	lockUnlock      = newScript(guardLua, lockUnlockLua)
+	lockHandoff     = newScript(guardLua, reentrantLua, lockHandoffLua)
 	lockForceUnlock = newScript(lockForceUnlockLua)
 	lockRenew       = newScript(lockRenewLua)
 )
@@ -49,28 +48,24 @@ type Grant struct {
 	// that finds the owner's holds gone starts at a count of 1, which
 	// tells it already.)
 	Other int64
+	// Head and Joined (fair lock, when not acquired): the owner is the head
+	// of the lock's queue (the next to get it); the attempt put it at the
+	// back of the queue.
+	Head, Joined bool
 }
 
-// AcquireArgs describes one acquire attempt of a reentrant lock.
+// AcquireArgs describes one acquisition of a reentrant lock.
 type AcquireArgs struct {
-	Name  string
-	Owner string
-	Lease time.Duration
-	// Seen is the owner's hold count as last known, or -1 on a first
-	// attempt; pass it when re-attempting after an unknown outcome.
-	Seen     int64
+	Name     string
+	Owner    string
+	Lease    time.Duration
 	TokenTTL time.Duration // fencing counter TTL; 0 = never expire
-	// Last is the fencing token of the owner's newest grant as last known
-	// (0: none). With it, the scripts of the exclusive kinds tell by the
-	// fencing counter whether an earlier attempt took effect, also when the
-	// owner's hold was deleted under it in between (reentrant.lua, grant).
-	Last int64
 }
 
 // AcquireLock takes or re-enters the reentrant lock in one round trip.
-func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
-	return grantScript(ctx, c, lockAcquire, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, optCount(a.Seen), ms(a.TokenTTL), optPositive(a.Last))
+func AcquireLock(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant, error) {
+	return grantScript(ctx, c, lockAcquire, g, a.Name, []string{a.Name, TokenKey(a.Name)},
+		ms(a.Lease), a.Owner, ms(a.TokenTTL))
 }
 
 // ErrWrongKind: the lock's name holds another kind of object: a read-write
@@ -79,9 +74,10 @@ func AcquireLock(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
 // ...). One kind per name: the acquisition did nothing.
 var ErrWrongKind error = sentinel.Error("actorlock: the name holds another kind of object")
 
-// grantScript runs an acquire script, never retried, and reads its grant.
-func grantScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Grant, error) {
-	res, err := s.evalOnce(ctx, c, keys, args...)
+// grantScript runs an acquire script under g, never retried, and reads
+// its grant.
+func grantScript(ctx context.Context, c Client, s script, g Guard, name string, keys []string, args ...any) (Grant, error) {
+	v, err := guardedInts(ctx, c, s, g, name, keys, args...)
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			// The script's first access to the key failed: nothing written.
@@ -89,15 +85,11 @@ func grantScript(ctx context.Context, c Client, s script, keys []string, args ..
 		}
 		return Grant{}, err
 	}
-	v, err := ints(res)
-	if err != nil {
-		return Grant{}, err
-	}
-	g, err := grantOf(v)
+	grant, err := grantOf(v)
 	if errors.Is(err, ErrWrongKind) {
-		return g, refused(ctx, c, keys[0], err)
+		return grant, refused(ctx, c, keys[0], err)
 	}
-	return g, err
+	return grant, err
 }
 
 func grantOf(v []int64) (Grant, error) {
@@ -108,6 +100,8 @@ func grantOf(v []int64) (Grant, error) {
 		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Other: v[3]}, nil
 	case len(v) == 2 && v[0] == 0:
 		return Grant{HolderTTL: pttl(v[1])}, nil
+	case len(v) == 4 && v[0] == 0:
+		return Grant{HolderTTL: pttl(v[1]), Head: v[2] == 1, Joined: v[3] == 1}, nil
 	case len(v) == 1 && v[0] == -3:
 		return Grant{}, ErrWrongKind
 	}
@@ -126,27 +120,11 @@ const (
 
 // UnlockArgs describes one release of a reentrant lock.
 type UnlockArgs struct {
-	Name      string
-	Owner     string
-	RequestID string // de-duplicates retries through the unlock latch
-	Holds     int64  // holds to release: 1, or the owner's whole count
+	Name  string
+	Owner string
+	Holds int64 // holds to release: 1, or the owner's whole count
 	// IfCount, when >= 0, releases only if the owner's count equals it.
-	IfCount  int64
-	LatchTTL time.Duration
-	// Fresh: no earlier attempt with this RequestID can have run, so the
-	// script need not read the latch for an earlier outcome (it still
-	// writes it, for a later retry). Only the reentrant lock's scripts
-	// (UnlockLock, HandoffLock) read it today.
-	Fresh bool
-	// Expect and Counter let a retry of UnlockLock (not Fresh) tell what an
-	// earlier attempt that released the owner's last holds did, as such a
-	// release writes no latch (lock_unlock.lua): Expect is the owner's count
-	// before the release, Counter the fencing counter as the owner's newest
-	// grant left it, that grant's token (either 0: unknown). Give them only
-	// when an earlier attempt may have run: with them, an owner holding
-	// nothing reads as released by that attempt, not as lost.
-	Expect  int64
-	Counter int64
+	IfCount int64
 }
 
 // Unlock is the outcome of UnlockLock.
@@ -158,37 +136,16 @@ type Unlock struct {
 }
 
 // UnlockLock releases holds of the reentrant lock in one round trip.
-func UnlockLock(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, lockUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
-		a.Owner, a.Holds, LockChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh),
-		optPositive(a.Expect), optPositive(a.Counter))
-}
-
-// optPositive renders an optional count or token, both positive when
-// known: 0 or less means "not given".
-func optPositive(n int64) string {
-	if n <= 0 {
-		return ""
-	}
-	return strconv.FormatInt(n, 10)
-}
-
-// flag renders a boolean script argument: "1" or "".
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return ""
+func UnlockLock(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, error) {
+	return unlockScript(ctx, c, lockUnlock, g, a.Name, []string{a.Name},
+		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount))
 }
 
 // HandoffArgs describes releasing one owner's last hold and granting the next.
 type HandoffArgs struct {
-	Name      string
-	From      string // releasing owner
-	RequestID string // the release's request id (unlock latch)
-	LatchTTL  time.Duration
-	To        AcquireArgs // the next owner's acquisition; To.Name is ignored
-	Fresh     bool        // as UnlockArgs.Fresh
+	Name string
+	From string      // releasing owner
+	To   AcquireArgs // the next owner's acquisition; To.Name is ignored
 }
 
 // Handoff is the outcome of HandoffLock.
@@ -198,16 +155,11 @@ type Handoff struct {
 }
 
 // HandoffLock releases From's last hold and grants To in one atomic step.
-func HandoffLock(ctx context.Context, c Client, a HandoffArgs) (Handoff, error) {
-	res, err := lockHandoff.evalOnce(ctx, c,
-		[]string{a.Name, unlockLatchKey(a.Name, a.RequestID), TokenKey(a.Name)},
-		a.From, ms(a.LatchTTL), a.To.Owner, ms(a.To.Lease), optCount(a.To.Seen), ms(a.To.TokenTTL), flag(a.Fresh))
+func HandoffLock(ctx context.Context, c Client, a HandoffArgs, g Guard) (Handoff, error) {
+	v, err := guardedInts(ctx, c, lockHandoff, g, a.Name, []string{a.Name, TokenKey(a.Name)},
+		a.From, a.To.Owner, ms(a.To.Lease), ms(a.To.TokenTTL))
 	if err != nil {
 		return Handoff{}, err
-	}
-	v, err := ints(res)
-	if err != nil || len(v) == 0 {
-		return Handoff{}, fmt.Errorf("scripts: unexpected handoff reply %v", res)
 	}
 	switch v[0] {
 	case -1:
@@ -215,8 +167,8 @@ func HandoffLock(ctx context.Context, c Client, a HandoffArgs) (Handoff, error) 
 	case 0:
 		return Handoff{Released: StillHeld}, nil
 	}
-	g, err := grantOf(v[1:])
-	return Handoff{Released: Released, Next: g}, err
+	next, err := grantOf(v[1:])
+	return Handoff{Released: Released, Next: next}, err
 }
 
 // ForceUnlockLock deletes the lock whoever holds it; true if it was held.
@@ -276,13 +228,10 @@ func RenewResult(cmd *redis.Cmd, n int) ([]bool, error) {
 	return out, nil
 }
 
-// unlockScript runs an unlock script, never retried, and reads its outcome.
-func unlockScript(ctx context.Context, c Client, s script, keys []string, args ...any) (Unlock, error) {
-	res, err := s.evalOnce(ctx, c, keys, args...)
-	if err != nil {
-		return Unlock{}, err
-	}
-	v, err := ints(res)
+// unlockScript runs an unlock script under g, never retried, and reads its
+// outcome.
+func unlockScript(ctx context.Context, c Client, s script, g Guard, name string, keys []string, args ...any) (Unlock, error) {
+	v, err := guardedInts(ctx, c, s, g, name, keys, args...)
 	if err != nil {
 		return Unlock{}, err
 	}

@@ -16,11 +16,6 @@ const (
 	delayTimeoutPrefix = "redisson_delay_queue_timeout"
 	delayQueuePrefix   = "redisson_delay_queue"
 	delayChannelPrefix = "redisson_delay_queue_channel"
-	// requestPrefix names the short-lived markers that make a re-attempted
-	// request (after an unknown outcome) return its first result instead of
-	// taking effect twice. Not Redisson's: Redisson has no such marker for
-	// these objects, and it ignores keys it does not know.
-	requestPrefix = "actorlock_request"
 )
 
 var (
@@ -60,11 +55,6 @@ func DelayQueueKey(name string) string { return prefixed(delayQueuePrefix, name)
 
 // DelayChannel carries the due time (ms) of a new earliest item.
 func DelayChannel(name string) string { return prefixed(delayChannelPrefix, name) }
-
-// requestKey is the marker of one request on object name.
-func requestKey(name, requestID string) string {
-	return prefixed(requestPrefix, name) + ":" + requestID
-}
 
 // DelayMember encodes a delayed item as Redisson does (Lua
 // struct.pack('Bc0Lc0', 8, id, #value, value)): the length byte 8, the 8

@@ -18,20 +18,12 @@
 --   that never steps back (after a failover: the new master's clock is not
 --   behind the old one's; NTP slewing is fine, a stepped clock is not).
 --
--- grant(lock, counter, owner, lease, seen, ttl, last): take or re-enter the
---   lock. lock: the lock HASH (field <owner> = hold count); lease: ms;
---   seen: the owner's hold count as the caller knew it, or nil on a first
---   attempt; last: the fencing token of the owner's newest grant as the
---   caller knew it, or nil. A re-attempt after an unknown outcome must not
---   count the hold twice. With last, and the owner holding: only this
---   owner's grants move the counter while it holds an exclusive lock, so a
---   counter other than last means an earlier attempt of ours took effect (a
---   re-entry, or a fresh hold after the old one was deleted or expired:
---   then the count is not seen + 1, and the caller learns its old hold is
---   gone). Without last, or with the counter gone: finding seen + 1 means
---   the earlier attempt took effect (took_effect). Returns {1, holdCount,
---   token}, {0, pttl of the holder}, or {-3} when the hash is a read-write
---   lock's (it has a mode field: one kind per name).
+-- grant(lock, counter, owner, lease, ttl): take or re-enter the lock.
+--   lock: the lock HASH (field <owner> = hold count); lease: ms. Each
+--   request runs it once, however many of its attempts arrive (guard.lua).
+--   Returns {1, holdCount, token}, {0, pttl of the holder}, or {-3} when
+--   the hash is a read-write lock's (it has a mode field: one kind per
+--   name).
 local function next_token(counter, ttl)
   local now = redis.call('time')
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
@@ -63,21 +55,7 @@ local function next_token(counter, ttl)
   return tonumber(clock)
 end
 
--- took_effect(counter, last, seen, count): whether an earlier attempt of
--- this owner's re-entry took effect, given its count now (held): the token
--- to return for it (true when only seen could tell), or false.
-local function took_effect(counter, last, seen, count)
-  if last then
-    local token = tonumber(redis.call('get', counter))
-    if token then
-      return token ~= last and token
-    end
-    -- The counter expired: a grant since would have set it again.
-  end
-  return seen ~= nil and count == seen + 1
-end
-
-local function grant(lock, counter, owner, lease, seen, ttl, last)
+local function grant(lock, counter, owner, lease, ttl)
   if redis.call('exists', lock) == 0 then
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
@@ -89,21 +67,14 @@ local function grant(lock, counter, owner, lease, seen, ttl, last)
   if fields[2] then
     return {-3}
   end
-  local count = tonumber(fields[1] or '0')
-  if count == 0 then
+  if not fields[1] then
     return {0, redis.call('pttl', lock)}
   end
-  local token = took_effect(counter, last, seen, count)
-  if not token then
-    count = redis.call('hincrby', lock, owner, 1)
-  end
+  local count = redis.call('hincrby', lock, owner, 1)
   -- Extend, never shorten: a re-entry with a short lease must not cut the
   -- lease an outer hold of the same owner relies on.
   if redis.call('pttl', lock) < lease then
     redis.call('pexpire', lock, lease)
   end
-  if token == true or not token then
-    token = next_token(counter, ttl)
-  end
-  return {1, count, token}
+  return {1, count, next_token(counter, ttl)}
 end

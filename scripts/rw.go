@@ -22,39 +22,37 @@ var (
 	//go:embed rw_force_unlock.lua
 	rwForceUnlockLua string
 
-	rwReadAcquire  = newScript(reentrantLua, rwReadAcquireLua)
-	rwWriteAcquire = newScript(reentrantLua, rwWriteAcquireLua)
-	rwReadUnlock   = newScript(rwReadUnlockLua)
-	rwWriteUnlock  = newScript(rwWriteUnlockLua)
+	rwReadAcquire  = newScript(guardLua, reentrantLua, rwReadAcquireLua)
+	rwWriteAcquire = newScript(guardLua, reentrantLua, rwWriteAcquireLua)
+	rwReadUnlock   = newScript(guardLua, rwReadUnlockLua)
+	rwWriteUnlock  = newScript(guardLua, rwWriteUnlockLua)
 	rwRenew        = newScript(rwRenewLua)
 	rwForceUnlock  = newScript(rwForceUnlockLua)
 )
 
-// AcquireRead takes or re-enters a read hold (Seen counts read holds; Last
-// is the token of the grant that made read hold number Seen).
-func AcquireRead(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
-	return grantScript(ctx, c, rwReadAcquire, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, RWWriteField(a.Owner), RWTimeoutPrefix(a.Name, a.Owner), optCount(a.Seen), ms(a.TokenTTL), optPositive(a.Last))
+// AcquireRead takes or re-enters a read hold.
+func AcquireRead(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant, error) {
+	return grantScript(ctx, c, rwReadAcquire, g, a.Name, []string{a.Name, TokenKey(a.Name)},
+		ms(a.Lease), a.Owner, RWWriteField(a.Owner), RWTimeoutPrefix(a.Name, a.Owner), ms(a.TokenTTL))
 }
 
-// AcquireWrite takes or re-enters the write hold (Seen counts write holds).
-func AcquireWrite(ctx context.Context, c Client, a AcquireArgs) (Grant, error) {
-	return grantScript(ctx, c, rwWriteAcquire, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), RWWriteField(a.Owner), optCount(a.Seen), ms(a.TokenTTL), optPositive(a.Last))
+// AcquireWrite takes or re-enters the write hold.
+func AcquireWrite(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant, error) {
+	return grantScript(ctx, c, rwWriteAcquire, g, a.Name, []string{a.Name, TokenKey(a.Name)},
+		ms(a.Lease), RWWriteField(a.Owner), ms(a.TokenTTL))
 }
 
 // UnlockRead releases read holds; Released means the lock became free.
-func UnlockRead(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, rwReadUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
-		a.Owner, a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount),
-		RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name), flag(a.Fresh))
+func UnlockRead(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, error) {
+	return unlockScript(ctx, c, rwReadUnlock, g, a.Name, []string{a.Name},
+		a.Owner, a.Holds, RWChannel(a.Name), optCount(a.IfCount), RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name))
 }
 
 // UnlockWrite releases write holds; Released means the lock became free
 // (not when the writer still reads: a downgrade).
-func UnlockWrite(ctx context.Context, c Client, a UnlockArgs) (Unlock, error) {
-	return unlockScript(ctx, c, rwWriteUnlock, []string{a.Name, unlockLatchKey(a.Name, a.RequestID)},
-		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), ms(a.LatchTTL), optCount(a.IfCount), flag(a.Fresh))
+func UnlockWrite(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, error) {
+	return unlockScript(ctx, c, rwWriteUnlock, g, a.Name, []string{a.Name},
+		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), optCount(a.IfCount))
 }
 
 // ForceUnlockRW deletes the read-write lock if it is held in the given

@@ -1,65 +1,56 @@
--- Release read holds of a read-write lock.
+-- Release read holds of a read-write lock (after guard.lua).
 -- KEYS[1] lock HASH <name>
--- KEYS[2] unlock latch redisson_unlock_latch:{name}:<requestId>
+-- KEYS[2], KEYS[3] the guard's (guard.lua)
 -- ARGV[1] owner
 -- ARGV[2] holds to release: 1, or the whole count when the owner goes away
 -- ARGV[3] channel redisson_rwlock:{name}
--- ARGV[4] latch TTL ms
--- ARGV[5] "" or a read count: act only if the owner's count equals it
--- ARGV[6] owner's read-hold key prefix {name}:<owner>:rwlock_timeout
--- ARGV[7] prefix of every owner's read-hold keys: {name}
--- ARGV[8] "1" when no earlier attempt with this request id can have run
---         (a first attempt): the latch is not read, only written
+-- ARGV[4] "" or a read count: act only if the owner's count equals it
+-- ARGV[5] owner's read-hold key prefix {name}:<owner>:rwlock_timeout
+-- ARGV[6] prefix of every owner's read-hold keys: {name}
+-- ARGV[7..9] the guard's (guard.lua)
 -- While other holds remain, the lock lives as long as its longest live read
 -- hold: the read-hold keys of a reader that died have expired, so it stops
 -- counting, and once no live hold remains the lock is deleted, dead readers
 -- and all. Returns {1, heard} lock freed (readers' waiters told, "0"),
--- {0} still held, {-1} not a reader, {-2} count differs from ARGV[5].
-if ARGV[8] ~= '1' then
-  local prior = redis.call('get', KEYS[2])
-  if prior then
-    return {tonumber(prior), 0}
+-- {0} still held, {-1} not a reader, {-2} count differs from ARGV[4].
+return guarded(function()
+  local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+  local mode = redis.call('hget', KEYS[1], 'mode')
+  if count == 0 or not mode then
+    return {-1}
   end
-end
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-local mode = redis.call('hget', KEYS[1], 'mode')
-if count == 0 or not mode then
-  return {-1}
-end
-local expect = tonumber(ARGV[5])
-if expect and count ~= expect then
-  return {-2}
-end
-local holds = math.min(tonumber(ARGV[2]), count)
-for i = count, count - holds + 1, -1 do
-  redis.call('del', ARGV[6] .. ':' .. i)
-end
-if count > holds then
-  redis.call('hincrby', KEYS[1], ARGV[1], -holds)
-else
-  redis.call('hdel', KEYS[1], ARGV[1])
-end
-if redis.call('hlen', KEYS[1]) > 1 then
-  if mode == 'write' then
-    -- The writer (which also read: a downgrade) still holds it.
-    redis.call('set', KEYS[2], 0, 'px', ARGV[4])
-    return {0}
+  local expect = tonumber(ARGV[4])
+  if expect and count ~= expect then
+    return {-2}
   end
-  local longest = -1
-  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
-    local n = tonumber(redis.call('hget', KEYS[1], field))
-    if n then
-      for i = n, 1, -1 do
-        longest = math.max(longest, redis.call('pttl', ARGV[7] .. ':' .. field .. ':rwlock_timeout:' .. i))
+  local holds = math.min(tonumber(ARGV[2]), count)
+  for i = count, count - holds + 1, -1 do
+    redis.call('del', ARGV[5] .. ':' .. i)
+  end
+  if count > holds then
+    redis.call('hincrby', KEYS[1], ARGV[1], -holds)
+  else
+    redis.call('hdel', KEYS[1], ARGV[1])
+  end
+  if redis.call('hlen', KEYS[1]) > 1 then
+    if mode == 'write' then
+      -- The writer (which also read: a downgrade) still holds it.
+      return {0}
+    end
+    local longest = -1
+    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+      local n = tonumber(redis.call('hget', KEYS[1], field))
+      if n then
+        for i = n, 1, -1 do
+          longest = math.max(longest, redis.call('pttl', ARGV[6] .. ':' .. field .. ':rwlock_timeout:' .. i))
+        end
       end
     end
+    if longest > 0 then
+      redis.call('pexpire', KEYS[1], longest)
+      return {0}
+    end
   end
-  if longest > 0 then
-    redis.call('pexpire', KEYS[1], longest)
-    redis.call('set', KEYS[2], 0, 'px', ARGV[4])
-    return {0}
-  end
-end
-redis.call('del', KEYS[1])
-redis.call('set', KEYS[2], 1, 'px', ARGV[4])
-return {1, redis.call(PUBLISH, ARGV[3], 0)}
+  redis.call('del', KEYS[1])
+  return {1, redis.call(PUBLISH, ARGV[3], 0)}
+end)

@@ -1,45 +1,36 @@
--- Release write holds of a read-write lock.
+-- Release write holds of a read-write lock (after guard.lua).
 -- KEYS[1] lock HASH <name>
--- KEYS[2] unlock latch redisson_unlock_latch:{name}:<requestId>
+-- KEYS[2], KEYS[3] the guard's (guard.lua)
 -- ARGV[1] owner's write field <owner>:write
 -- ARGV[2] holds to release: 1, or the whole count when the owner goes away
 -- ARGV[3] channel redisson_rwlock:{name}
--- ARGV[4] latch TTL ms
--- ARGV[5] "" or a write count: act only if the owner's count equals it
--- ARGV[6] "1" when no earlier attempt with this request id can have run
---         (a first attempt): the latch is not read, only written
+-- ARGV[4] "" or a write count: act only if the owner's count equals it
+-- ARGV[5..7] the guard's (guard.lua)
 -- When the last write hold goes and the writer still reads (a downgrade),
 -- the lock stays held in read mode and nobody is told. Returns {1, heard}
 -- lock freed (all waiters told, "1"), {0} still held, {-1} not the writer,
--- {-2} count differs from ARGV[5].
-if ARGV[6] ~= '1' then
-  local prior = redis.call('get', KEYS[2])
-  if prior then
-    return {tonumber(prior), 0}
+-- {-2} count differs from ARGV[4].
+return guarded(function()
+  if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
+    return {-1}
   end
-end
-if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
-  return {-1}
-end
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-if count == 0 then
-  return {-1}
-end
-local expect = tonumber(ARGV[5])
-if expect and count ~= expect then
-  return {-2}
-end
-if count > tonumber(ARGV[2]) then
-  redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))
-  redis.call('set', KEYS[2], 0, 'px', ARGV[4])
-  return {0}
-end
-redis.call('hdel', KEYS[1], ARGV[1])
-if redis.call('hlen', KEYS[1]) > 1 then
-  redis.call('hset', KEYS[1], 'mode', 'read')
-  redis.call('set', KEYS[2], 0, 'px', ARGV[4])
-  return {0}
-end
-redis.call('del', KEYS[1])
-redis.call('set', KEYS[2], 1, 'px', ARGV[4])
-return {1, redis.call(PUBLISH, ARGV[3], 1)}
+  local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+  if count == 0 then
+    return {-1}
+  end
+  local expect = tonumber(ARGV[4])
+  if expect and count ~= expect then
+    return {-2}
+  end
+  if count > tonumber(ARGV[2]) then
+    redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))
+    return {0}
+  end
+  redis.call('hdel', KEYS[1], ARGV[1])
+  if redis.call('hlen', KEYS[1]) > 1 then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    return {0}
+  end
+  redis.call('del', KEYS[1])
+  return {1, redis.call(PUBLISH, ARGV[3], 1)}
+end)

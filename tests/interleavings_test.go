@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,20 +54,33 @@ func ownerIn(c respCommand, rt *actorlock.Runtime) string {
 	return ""
 }
 
-// isRelease reports whether c is a release script of lock name (it names
-// an unlock latch) by owner; undo: a compare-and-release (a give-back),
-// else a plain one. A hand-off names its releasing owner first too.
+// isRelease reports whether c is a release script of lock name by owner
+// (an unlock or a hand-off: its first argument is the releasing owner,
+// its second the holds it releases or the next owner); undo: a
+// compare-and-release (a give-back: its fourth argument, the count it
+// expects, is set), else a plain one. Attempts, first or settling, all
+// match.
 func isRelease(c respCommand, name, owner string, undo bool) bool {
 	keys, argv, ok := c.script()
-	if !ok || keys[0] != name || len(argv) < 5 || argv[0] != owner {
+	if !ok || keys[0] != name || len(argv) < 7 || argv[0] != owner || !guarded(keys) {
 		return false
 	}
-	for _, k := range keys {
-		if strings.HasPrefix(k, "redisson_unlock_latch:") {
-			return (argv[4] != "") == undo
-		}
+	if _, err := strconv.Atoi(argv[1]); err != nil {
+		return !undo && argv[1] != "" && !strings.HasPrefix(argv[1], "redisson_") // a hand-off: argv[1] is the next owner
 	}
-	return false
+	return (argv[3] != "") == undo
+}
+
+// guarded reports whether keys end with a request's guard (scripts.Guard).
+func guarded(keys []string) bool {
+	return len(keys) > 0 && strings.HasPrefix(keys[len(keys)-1], "actorlock_request:")
+}
+
+// settling reports whether c is the settle of a guarded script (its last
+// argument is "1"): it asks what an earlier attempt did.
+func settling(c respCommand) bool {
+	keys, argv, ok := c.script()
+	return ok && guarded(keys) && len(argv) > 0 && argv[len(argv)-1] == "1"
 }
 
 func (p *respProxy) stop(r *proxyRule) {
@@ -238,7 +252,7 @@ func TestAbandonedReleaseIsCarriedThrough(t *testing.T) {
 		require.NoError(t, err)
 		refused := p.on(4, refuse, 0, func(c respCommand) bool {
 			keys, argv, ok := c.script()
-			return ok && keys[0] == "ml:a" && len(keys) == 3 && argv[4] == ""
+			return ok && keys[0] == "ml:a" && len(keys) == 3 && argv[3] == "" // lock_unlock, not a give-back
 		})
 		_, err = actorlock.MultiLock(rt.Lock("ml:a"), rt.Lock("ml:b")).TryAcquire(ctx)
 		require.ErrorIs(t, err, actorlock.ErrNotAcquired)
@@ -528,11 +542,11 @@ func TestLateReentryGrantAfterADeleteEndsTheOldHold(t *testing.T) {
 	emptied(t, ctx, direct, name, "the late grant was given back")
 }
 
-// A re-entry whose outcome stays unknown (no reply to any try) cannot tell
-// whether the owner's hold was still there, or was deleted and its attempt
-// started a fresh one that would pass for it: the old hold ends as lost,
-// and both are given back.
-func TestReentryWithAnUnknownOutcomeEndsTheOldHold(t *testing.T) {
+// A re-entry none of whose tries is answered (its replies are lost) is
+// settled before anything else: the runtime learns that it counted, gives
+// that back, and the old hold lives on, still counted once; its caller
+// was told the re-entry failed.
+func TestReentryWithAnUnknownOutcomeIsSettled(t *testing.T) {
 	t.Parallel()
 	p, direct, rt := impatient(t)
 	ctx := ctxFor(t, 30*time.Second)
@@ -541,13 +555,18 @@ func TestReentryWithAnUnknownOutcomeEndsTheOldHold(t *testing.T) {
 	require.NoError(t, err)
 	dropped := p.on(4, dropReply, 0, func(c respCommand) bool {
 		keys, _, ok := c.script()
-		return ok && len(keys) == 2 && keys[0] == name && ownerIn(c, rt) != "" // lock_acquire: 2 keys
+		return ok && len(keys) == 4 && keys[0] == name && ownerIn(c, rt) != "" && !settling(c) // lock_acquire
 	})
 	_, err = rt.Lock(name).Acquire(old.Context())
 	require.Error(t, err, "no try of the re-entry was answered")
 	await(t, dropped.hits, time.Second, "the re-entry's tries")
-	endsLost(t, old, 3*time.Second, "the old hold's Done stayed open")
-	emptied(t, ctx, direct, name, "both the old hold and the re-entry's were given back")
+	require.Eventually(t, func() bool { return direct.HGet(ctx, name, old.Owner()).Val() == "1" }, 5*time.Second, 10*time.Millisecond,
+		"the re-entry's hold is given back")
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, old.Err(), "the old hold lives on")
+	assert.Equal(t, map[string]string{old.Owner(): "1"}, direct.HGetAll(ctx, name).Val(), "counted once")
+	require.NoError(t, old.Unlock(ctx))
+	emptied(t, ctx, direct, name, "one Unlock frees it")
 }
 
 // endsLost requires h's Done to close within d, with ErrLost.

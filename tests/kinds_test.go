@@ -255,7 +255,17 @@ func TestEveryKindRefusesAnotherKindsName(t *testing.T) {
 					assert.Contains(t, err.Error(), `"`+name+`"`, "%s.%s names the name", asked.name, call)
 				}
 				if !shared {
-					assert.Equal(t, before, keysOf(t, ctx, rdb, name), "nothing written to the keys of the name")
+					after := keysOf(t, ctx, rdb, name)
+					for key := range after {
+						// The duplicate guard of the refused request, which
+						// every lock script keeps (scripts/guard.lua): it
+						// records the refusal for the request's retries, and
+						// expires.
+						if _, ok := before[key]; !ok && strings.HasPrefix(key, "actorlock_request:") && rdb.PTTL(ctx, key).Val() > 0 {
+							delete(after, key)
+						}
+					}
+					assert.Equal(t, before, after, "nothing written to the keys of the name")
 				}
 			})
 		}

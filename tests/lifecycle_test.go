@@ -303,11 +303,12 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 	assert.Less(t, grown/names, int64(64), "no per-name heap left behind")
 	keys, err := rdb.DBSize(ctx).Result()
 	require.NoError(t, err)
-	t.Logf("Redis keys left: %d (fencing counters and unlock latches)", keys)
-	// No lock is left held; what remains is one fencing counter per name
-	// and unlock latches, all expiring (TestReleasedNamesLeaveNoPermanentKey
-	// checks that no key lacks an expiry).
-	var counters, latches int
+	t.Logf("Redis keys left: %d (fencing counters)", keys)
+	// No lock is left held; what remains is one fencing counter per name,
+	// expiring (TestReleasedNamesLeaveNoPermanentKey checks that no key
+	// lacks an expiry): each name's request guards went when its actor
+	// stopped, idle.
+	var counters, guards int
 	iter := rdb.Scan(ctx, 0, "*", 10_000).Iterator()
 	for iter.Next(ctx) {
 		switch k := iter.Val(); {
@@ -315,19 +316,20 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 			counters++
 		case k == scripts.RuntimeKey("", rt.ID()):
 			// The runtime's record (host and pid, for operators), while it runs.
-		case strings.HasPrefix(k, "redisson_unlock_latch:"):
-			latches++
-			if latches%1000 == 1 {
-				ttl, err := rdb.PTTL(ctx, k).Result()
-				require.NoError(t, err)
-				// -2: it expired since SCAN saw it (a slow run outlasts the
-				// latch TTL); -1 would be a latch that never expires.
-				assert.True(t, ttl > 0 || ttl == -2, "unlock latch %s expires (PTTL %v)", k, ttl)
-			}
+		case strings.HasPrefix(k, "actorlock_request:"):
+			// A request's guard whose deletion (when its name went idle)
+			// is still on its way.
+			guards++
+			ttl, err := rdb.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			// -2: deleted since SCAN saw it; -1 would be a guard that
+			// never expires.
+			assert.True(t, ttl > 0 || ttl == -2, "guard %s expires (PTTL %v)", k, ttl)
 		default:
 			t.Errorf("key left behind: %q", k)
 		}
 	}
 	require.NoError(t, iter.Err())
 	assert.LessOrEqual(t, counters, 50_000+names, "at most one fencing counter per name")
+	assert.Less(t, guards, 100, "request guards go with their name's actor")
 }

@@ -110,24 +110,26 @@ func TestRedisDataLayoutIsRedissons(t *testing.T) {
 			return d.subscribers(t, ctx, "redisson_lock__channel:{orders:42}") == 1
 		}, 2*time.Second, 5*time.Millisecond)
 
-		// A release that leaves the owner holds leaves a short-lived de-dup
-		// latch, 0 as Redisson's; the release of the last hold, none
-		// (lock_unlock.lua says how its retry tells instead).
+		// Every script that changes the lock leaves its request's guard,
+		// actorlock's own expiring key holding its reply, beside Redisson's
+		// layout; the name's next script deletes it once its one attempt
+		// was answered. After the re-entry and its unlock, the unlock's is
+		// left: "0", still held.
 		inner, err := l.Acquire(h.Context())
 		require.NoError(t, err)
 		require.NoError(t, inner.Unlock(ctx))
-		latches := d.keys(t, ctx, "redisson_unlock_latch:{orders:42}:*")
-		require.Len(t, latches, 1, "the inner unlock's latch")
-		v, err := rdb.Get(ctx, latches[0]).Result()
+		guards := d.keys(t, ctx, "actorlock_request:{orders:42}:"+rt.ID()+":*")
+		require.Len(t, guards, 1, "the inner unlock's guard (the waiter's refused attempt has one of its own)")
+		v, err := rdb.Get(ctx, guards[0]).Result()
 		require.NoError(t, err)
 		assert.Equal(t, "0", v)
-		ttl, err := rdb.PTTL(ctx, latches[0]).Result()
+		ttl, err := rdb.PTTL(ctx, guards[0]).Result()
 		require.NoError(t, err)
-		assert.Positive(t, ttl, "the latch expires")
+		assert.Positive(t, ttl, "the guard expires")
+		assert.Empty(t, d.keys(t, ctx, "redisson_unlock_latch:*"), "Redisson's unlock latches are Redisson's own")
 
 		require.NoError(t, h.Unlock(ctx))
 		require.NoError(t, <-waiter)
-		assert.Equal(t, latches, d.keys(t, ctx, "redisson_unlock_latch:{orders:42}:*"), "the last holds' unlocks wrote none")
 	})
 }
 

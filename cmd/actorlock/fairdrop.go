@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 
 	"github.com/actorlock/actorlock/internal/inspect"
@@ -49,7 +50,9 @@ func (c *command) fairDrop(ctx context.Context, args []string) error {
 	dropped := 0
 	for _, owner := range drop {
 		cctx, cancel := c.bounded(ctx)
-		was, err := scripts.LeaveFair(cctx, sc, name, owner)
+		// Its own request: a guard of a random id, which outlives the
+		// call (it is not retried).
+		was, err := scripts.LeaveFair(cctx, sc, name, owner, scripts.Guard{ID: "cli:" + rand.Text(), TTL: 3 * c.timeout})
 		cancel()
 		switch {
 		case err != nil:

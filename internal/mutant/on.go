@@ -15,5 +15,13 @@ var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
 // (CHANGELOG, 0.x "Fixed"): 1 hand-off during a give-back, 2 re-entry
 // merged into a lost hold, 3 retried unlock misjudged after a re-entry,
 // 4 abandoned release renewed for ever, 5 second Unlock while one is in
-// flight, 6 fair re-entry pushed to the local front, 7 tiny lease accepted.
+// flight, 6 fair re-entry pushed to the local front, 7 tiny lease accepted;
+// and issue 31's (exact-safety): 8 a release's retry that its first
+// attempt cannot see (A), 9 a downgraded read valid as long as the write
+// (B), 10 a grant overlapping its owner's give-back (C), 11 a release guard
+// that its attempts outlive (D), 12 a local fair order that differs from
+// the Redis queue (E), 13 a fair place that outlives a dead waiter by its
+// whole wait (F), 14 a give-back of a WithOwner id held through two
+// runtimes that releases the other's holds too (finding W). Mutant 3 (a retried unlock misjudged) is, since the
+// guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active == n }

@@ -1,0 +1,144 @@
+package scripts
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/actorlock/actorlock/internal/sentinel"
+)
+
+//go:embed guard.lua
+var guardLua string
+
+// ErrNotRun: the request did nothing in Redis and never will. An attempt of
+// it arrived after its call's deadline, or it was settled (Guard.Settle)
+// before any attempt acted.
+var ErrNotRun error = sentinel.Error("actorlock: the request did not run in Redis")
+
+// Guard is one request's duplicate guard (guard.lua): every attempt of the
+// request carries the same one, so that the request acts in Redis once
+// however many attempts arrive, in whatever order, and a request whose
+// outcome is unknown can be settled: asked what it did, and stopped from
+// acting later if it did nothing.
+type Guard struct {
+	ID string // the request's id, unique among the requests of its name
+	// Spent is an earlier request's id no attempt of which can arrive any
+	// more (its one attempt was answered): its guard is deleted by this
+	// call, sparing Redis a key per request. "": none.
+	Spent string
+	// TTL is how long the guard lives once written: longer than any
+	// attempt of the request can act (Clock bounds that), and than its
+	// caller may take to settle it.
+	TTL time.Duration
+	// Clock, if it knows the server's clock, has Redis refuse an attempt
+	// that arrives after its call's deadline (the ctx deadline) plus
+	// Clock.Slack. nil: attempts are not refused.
+	Clock *Clock
+	// Settle: do not act; report what an attempt did, or mark the request
+	// so that no attempt acts later (then ErrNotRun).
+	Settle bool
+}
+
+// keys and args append the guard's keys and arguments to a script's own.
+func (g Guard) keys(name string, keys ...string) []string {
+	guard, spent := requestKey(name, g.ID), requestKey(name, g.ID)
+	if g.Spent != "" {
+		spent = requestKey(name, g.Spent)
+	}
+	return append(keys, spent, guard)
+}
+
+func (g Guard) args(ctx context.Context, args ...any) []any {
+	return append(args, ms(g.TTL), g.Clock.notAfter(ctx), flag(g.Settle))
+}
+
+// guardedInts runs s under g and returns its integer reply, without the
+// server clock every guarded reply ends with (which Clock learns from), or
+// ErrNotRun. It is never retried: its caller retries it with the same g.
+func guardedInts(ctx context.Context, c Client, s script, g Guard, name string, keys []string, args ...any) ([]int64, error) {
+	res, err := s.evalOnce(ctx, c, g.keys(name, keys...), g.args(ctx, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	v, err := ints(res)
+	if err != nil || len(v) < 2 {
+		return nil, fmt.Errorf("scripts: unexpected guarded reply %v", res)
+	}
+	g.Clock.observe(v[len(v)-1], time.Now())
+	v = v[:len(v)-1]
+	if v[0] == notRunReply || v[0] == lateReply {
+		return nil, ErrNotRun
+	}
+	return v, nil
+}
+
+// DeleteGuards deletes the guards of requests ids of object name, none of
+// whose attempts can arrive any more (Guard.Spent, for the last requests
+// of a name that goes idle).
+func DeleteGuards(ctx context.Context, c redis.Cmdable, name string, ids []string) error {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = requestKey(name, id)
+	}
+	return c.Del(ctx, keys...).Err()
+}
+
+// The replies guard.lua gives for a request that did nothing.
+const (
+	notRunReply = -8
+	lateReply   = -9
+)
+
+// Clock is a runtime's estimate of the Redis server's clock, learnt from the
+// server's time that every guarded reply carries: the offset from the
+// local clock, in microseconds. A reading taken when the reply arrives is
+// at most the true offset (the server read its clock before), so the
+// estimate errs towards refusing an attempt early, never late; Slack
+// covers that and servers whose clocks differ a little (a cluster, a
+// failover).
+type Clock struct {
+	Slack time.Duration
+	// offset and at pack the estimate and when it was taken (unix µs); at
+	// 0: nothing learnt yet, and no attempt is refused.
+	offset, at atomic.Int64
+}
+
+// observe takes a reading: serverUs as the server read it, local when the
+// reply arrived. A higher reading is closer to the truth; a lower one
+// replaces the estimate only once it is a few seconds old, so the estimate
+// follows a server whose clock went back (a failover to another machine).
+func (c *Clock) observe(serverUs int64, local time.Time) {
+	if c == nil {
+		return
+	}
+	now := local.UnixMicro()
+	reading := serverUs - now
+	if at := c.at.Load(); at == 0 || reading > c.offset.Load() || now-at > clockRefresh.Microseconds() {
+		c.offset.Store(reading)
+		c.at.Store(now)
+	}
+}
+
+const clockRefresh = 5 * time.Second
+
+// notAfter is the server time after which an attempt of a call bounded by
+// ctx must not act, or "" when either is unknown.
+func (c *Clock) notAfter(ctx context.Context) string {
+	if c == nil || c.at.Load() == 0 {
+		return ""
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ""
+	}
+	return strconv.FormatInt(deadline.UnixMicro()+c.offset.Load()+c.Slack.Microseconds(), 10)
+}
+
+// Known reports whether the clock has learnt the server's time.
+func (c *Clock) Known() bool { return c != nil && c.at.Load() != 0 }
