@@ -4,7 +4,7 @@
 // (RPermitExpirableSemaphore), CountDownLatch (RCountDownLatch),
 // DelayedQueue (RDelayedQueue) and BlockingQueue (RBlockingQueue). Get them
 // from an actorlock.Runtime (rt.Semaphore(name), ...); a handle made
-// otherwise, or nil, refuses every call with actorlock.core.ErrInvalidArgument.
+// otherwise, or nil, refuses every call with actorlock.ErrInvalidArgument.
 // Their errors are actorlock's sentinels (actorlock.ErrClosed, ...), for
 // errors.Is.
 package primitive

@@ -36,7 +36,7 @@ func (s *Semaphore) AddPermits(ctx context.Context, permits int64) (err error) {
 
 // Acquire waits until n permits are available and takes them. It returns
 // ctx's error when ctx ends first (permits obtained meanwhile are given
-// back), ErrClosed when the runtime closes, or a wrapped Redis error.
+// back), actorlock.ErrClosed when the runtime closes, or a wrapped Redis error.
 // Waiters of one runtime are served first come, first served. Acquire(0)
 // takes nothing and returns at once, as Redisson's acquire(0).
 func (s *Semaphore) Acquire(ctx context.Context, n int64) (err error) {
@@ -140,7 +140,7 @@ func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64
 // Acquire waits for a permit and returns its id, which Release needs. The
 // permit returns to the pool by itself after lease (0: never). It returns
 // ctx's error when ctx ends first (a permit obtained meanwhile is
-// released), ErrClosed, or a wrapped Redis error.
+// released), actorlock.ErrClosed, or a wrapped Redis error.
 func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Duration) (_ string, err error) {
 	o := s.p()
 	defer o.wrap("acquire", &err)
