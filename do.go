@@ -19,7 +19,7 @@ import (
 // would otherwise stay renewed), until it succeeds or the hold ends.
 func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
 	if fn == nil {
-		return sentinel.Op("do", l.key.Name, fmt.Errorf("%w: nil function", ErrInvalidArgument))
+		return sentinel.Op("do", l.Name(), fmt.Errorf("%w: nil function", ErrInvalidArgument))
 	}
 	held, err := l.Acquire(ctx, opts...)
 	if err != nil {
@@ -52,9 +52,4 @@ func release(held *Held, failed func(error)) error {
 		case <-held.Done():
 		}
 	}
-}
-
-// Do runs fn under the lock name: rt.Lock(name).Do(ctx, fn, opts...).
-func (rt *Runtime) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
-	return rt.Lock(name).Do(ctx, fn, opts...)
 }

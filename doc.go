@@ -41,14 +41,22 @@
 //   - Runtime.Semaphore and Runtime.PermitExpirableSemaphore (RSemaphore,
 //     RPermitExpirableSemaphore).
 //   - Runtime.CountDownLatch (RCountDownLatch).
-//   - The message protocol (package messages) for actors: send requests to
-//     Runtime.PID, or over protoactor remote to Runtime.NamedPID
-//     (package remoting); keep a remote owner's locks alive with
-//     KeeperProps.
+//
+// The handles of the last three lines are in package primitive. Other
+// packages keep what few callers need out of this one: observe (the types
+// of events, holds, stats and lock inspection), actorkit (locking by
+// message from protoactor actors, local or remote), remoting (serving a
+// runtime over protoactor remote) and actorlocktest (a Redis and a runtime
+// for your tests).
+//
+// One kind per name: a name is one kind of primitive, and a call of another
+// kind on it returns ErrWrongKind, doing nothing. Where the Redis layout
+// cannot tell two kinds apart, they share the name: a reentrant and a fair
+// lock (one hash), and a semaphore, a permit-expirable semaphore and a
+// count-down latch (one string holding a number).
 //
 // Errors are sentinels for errors.Is (ErrNotAcquired, ErrNotOwner, ErrLost,
-// ErrClosed, ErrInvalidArgument, ...), and a cancelled context keeps its
-// cause. WithKeyPrefix maps every name for shared Redis deployments, as
-// Redisson's NameMapper. Package actorlocktest starts a Redis and a runtime
-// for your tests.
+// ErrClosed, ErrInvalidArgument, ErrWrongKind, ...), and a cancelled context
+// keeps its cause. WithKeyPrefix maps every name for shared Redis
+// deployments, as Redisson's NameMapper.
 package actorlock

@@ -1,9 +1,7 @@
 package actorlock
 
 import (
-	"context"
-	"fmt"
-
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
@@ -70,12 +68,5 @@ type joined struct{ errs []error }
 func (j *joined) Error() string   { return sentinel.List(j.errs...).Error() }
 func (j *joined) Unwrap() []error { return j.errs }
 
-// ctxError is ctx's error, carrying its cause too when one was given, so that
-// both errors.Is(err, context.Canceled) and errors.Is(err, cause) hold.
-func ctxError(ctx context.Context) error {
-	err, cause := ctx.Err(), context.Cause(ctx)
-	if cause == nil || cause == err {
-		return err
-	}
-	return fmt.Errorf("%w: %w", err, cause)
-}
+// ctxError is ctx's error, with its cause (see core.CtxError).
+var ctxError = core.CtxError

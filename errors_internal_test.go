@@ -35,5 +35,4 @@ func TestSentinelsAreTheMachinerysOwn(t *testing.T) {
 		assert.ErrorIs(t, fmt.Errorf("wrapped: %w", c.root), c.inner, c.name)
 	}
 	assert.False(t, errors.Is(ErrNotAcquired, ErrLost), "distinct sentinels stay distinct")
-	assert.Equal(t, actors.MaxPermitIDs, MaxPermitsPerCall)
 }

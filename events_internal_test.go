@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/actorlock/actorlock/observe"
 )
 
 // A callback that falls behind never holds up the runtime: events beyond
@@ -17,7 +19,7 @@ func TestEventsDispatcherDropsWhenFullAndDrainsOnClose(t *testing.T) {
 	block := make(chan struct{})
 	var delivered atomic.Int64
 	var last atomic.Int64
-	d := newDispatcher(func(e Event) {
+	d := newDispatcher(func(e observe.Event) {
 		<-block
 		if e.Token <= last.Load() {
 			t.Errorf("event %d after %d", e.Token, last.Load())
@@ -28,7 +30,7 @@ func TestEventsDispatcherDropsWhenFullAndDrainsOnClose(t *testing.T) {
 	const n = eventBuffer + 10
 	start := time.Now()
 	for i := range n {
-		d.emit(Event{Kind: EventAcquired, Token: int64(i + 1)})
+		d.emit(observe.Event{Kind: observe.EventAcquired, Token: int64(i + 1)})
 	}
 	assert.Less(t, time.Since(start), time.Second, "emit never waits for the callback")
 	assert.GreaterOrEqual(t, d.dropped.Load(), uint64(9), "the buffer holds %d, the goroutine at most one more", eventBuffer)
@@ -42,25 +44,19 @@ func TestEventsDispatcherDropsWhenFullAndDrainsOnClose(t *testing.T) {
 	default:
 		t.Fatal("the goroutine still runs after close")
 	}
-	d.emit(Event{Kind: EventReleased})
+	d.emit(observe.Event{Kind: observe.EventReleased})
 	assert.EqualValues(t, n+1, uint64(delivered.Load())+d.dropped.Load(), "an event after close is dropped")
 }
 
 // Close gives up waiting for a callback that blocks when its ctx ends.
 func TestEventsDispatcherCloseIsBoundedByCtx(t *testing.T) {
 	block := make(chan struct{})
-	d := newDispatcher(func(Event) { <-block })
-	d.emit(Event{Kind: EventAcquired})
+	d := newDispatcher(func(observe.Event) { <-block })
+	d.emit(observe.Event{Kind: observe.EventAcquired})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	err := d.close(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	close(block)
 	<-d.done
-}
-
-func TestEventKindString(t *testing.T) {
-	assert.Equal(t, "lost", EventLost.String())
-	assert.Equal(t, "gave_up", EventGaveUp.String())
-	assert.Equal(t, "EventKind(99)", EventKind(99).String())
 }

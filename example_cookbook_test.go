@@ -101,7 +101,7 @@ func ExampleNew_cluster() {
 	}
 	defer rt.Close(ctx)
 
-	err = rt.Do(ctx, "example:cluster:orders:42", func(ctx context.Context) error {
+	err = rt.Lock("example:cluster:orders:42").Do(ctx, func(ctx context.Context) error {
 		return rdb.Set(ctx, "example:cluster:orders:42:state", "paid", time.Minute).Err()
 	})
 	fmt.Println("done:", err)

@@ -10,11 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock"
-	"github.com/actorlock/actorlock/messages"
 )
 
 // Lock, work while the lock is held, and stop when it is lost: held.Context()
@@ -337,50 +335,8 @@ func ExampleRuntime_CountDownLatch() {
 	// all ready: true
 }
 
-// An actor locks by message: it sends an AcquireRequest to the runtime's PID
-// (rt.NamedPID() from another process), keeps the lock alive with a keeper
-// child (needed when the owner is in another process than the runtime),
-// and releases with the owner token of the response.
-func ExampleKeeperProps() {
-	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
-	defer rdb.Close()
-	rt, err := actorlock.New(rdb)
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer rt.Close(ctx)
-
-	const name = "example:actor-lock"
-	locks, done := rt.PID(), make(chan struct{})
-	var keeper *actor.PID
-	owner := actor.PropsFromFunc(func(c actor.Context) {
-		switch m := c.Message().(type) {
-		case *actor.Started:
-			c.Request(locks, &messages.AcquireRequest{RequestId: "1", Name: name, Kind: messages.Kind_KIND_LOCK, WaitMs: 5000})
-		case *messages.AcquireResponse:
-			fmt.Println("acquired:", m.Acquired)
-			keeper = c.Spawn(actorlock.KeeperProps()) // a child: it stops with the owner
-			c.Send(keeper, &actorlock.Keep{Runtime: locks, Name: name, Kind: messages.Kind_KIND_LOCK,
-				OwnerToken: m.OwnerToken, Lease: time.Duration(m.TtlMs) * time.Millisecond})
-			// ... work ...
-			c.Request(locks, &messages.ReleaseRequest{RequestId: "2", Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: m.OwnerToken})
-			c.Send(keeper, &actorlock.Unkeep{Runtime: locks, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: m.OwnerToken})
-		case *messages.ReleaseResponse:
-			fmt.Println("released:", m.Released)
-			close(done)
-		}
-	})
-	pid := rt.ActorSystem().Root.Spawn(owner)
-	<-done
-	_ = rt.ActorSystem().Root.StopFuture(pid).Wait()
-	// Output:
-	// acquired: true
-	// released: true
-}
-
 // Do acquires, runs the function under the hold's context and unlocks.
-func ExampleRuntime_Do() {
+func ExampleLock_Do() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
@@ -390,7 +346,7 @@ func ExampleRuntime_Do() {
 	}
 	defer rt.Close(ctx)
 
-	err = rt.Do(ctx, "example:nightly-report", func(ctx context.Context) error {
+	err = rt.Lock("example:nightly-report").Do(ctx, func(ctx context.Context) error {
 		// ctx is cancelled if the lock is lost.
 		return rdb.Set(ctx, "example:nightly-report:done", "yes", time.Minute).Err()
 	}, actorlock.WaitTime(5*time.Second))

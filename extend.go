@@ -21,6 +21,9 @@ import (
 // lease first granted.
 func (h *Held) Extend(ctx context.Context, d time.Duration) (err error) {
 	defer failed("extend", h.Name(), &err)
+	if !h.usable() {
+		return errNilHandle("Held")
+	}
 	if d < actors.MinLease {
 		return fmt.Errorf("%w: extension %v is under %v", ErrInvalidArgument, d, actors.MinLease)
 	}

@@ -22,7 +22,8 @@ import (
 // GroupHeld is a MultiLock or RedLock acquisition: several member locks
 // held together. Like Held, watch Done (or use Context) to learn that the
 // group was lost: a MultiLock is lost when any member is, a RedLock when
-// fewer than a majority of its members remain held.
+// fewer than a majority of its members remain held. A nil GroupHeld, or one
+// no acquisition returned, holds nothing, as a nil Held.
 type GroupHeld struct {
 	members []*Held
 	ctx     context.Context
@@ -66,11 +67,19 @@ func newGroupHeld(acquireCtx context.Context, members []*Held, quorum int, valid
 }
 
 // Members are the member acquisitions (a RedLock: those that succeeded).
-func (g *GroupHeld) Members() []*Held { return slices.Clone(g.members) }
+func (g *GroupHeld) Members() []*Held {
+	if g == nil {
+		return nil
+	}
+	return slices.Clone(g.members)
+}
 
 // Tokens are the members' fencing tokens, in the order of Members. Each is
 // a token of its member's name on its member's server.
 func (g *GroupHeld) Tokens() []int64 {
+	if g == nil {
+		return nil
+	}
 	out := make([]int64, len(g.members))
 	for i, m := range g.members {
 		out[i] = m.Token()
@@ -79,16 +88,21 @@ func (g *GroupHeld) Tokens() []int64 {
 }
 
 // Done is closed when the group's hold ends: Unlock, or loss.
-func (g *GroupHeld) Done() <-chan struct{} { return g.ctx.Done() }
+func (g *GroupHeld) Done() <-chan struct{} { return g.Context().Done() }
 
 // Err is nil while held; then why it ended (ErrUnlocked, an error wrapping
 // ErrLost).
-func (g *GroupHeld) Err() error { return context.Cause(g.ctx) }
+func (g *GroupHeld) Err() error { return context.Cause(g.Context()) }
 
 // Context is cancelled, with Err as its cause, when the hold ends. Acquiring
 // the group, or any of its members, with this context (or one derived from
 // it) re-enters the members' holds.
-func (g *GroupHeld) Context() context.Context { return g.ctx }
+func (g *GroupHeld) Context() context.Context {
+	if g == nil || g.ctx == nil {
+		return notHeld
+	}
+	return g.ctx
+}
 
 // Unlock releases every member (concurrently), and reports every member's
 // error, joined, never stopping at the first. The group's hold ends with the
@@ -97,6 +111,9 @@ func (g *GroupHeld) Context() context.Context { return g.ctx }
 // each failed release until Redis answers) and reports how they ended. Once
 // every member is released, a further call returns ErrUnlocked.
 func (g *GroupHeld) Unlock(ctx context.Context) (err error) {
+	if g == nil || g.ctx == nil {
+		return sentinel.Op("unlock", "", errNilHandle("GroupHeld"))
+	}
 	defer failed("unlock "+g.what, "", &err)
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
@@ -233,7 +250,7 @@ func orderMembers(locks []*Lock, what string) ([]groupMember, error) {
 	for i := 1; i < len(members); i++ {
 		a, b := members[i-1], members[i]
 		if a.server == b.server && a.db == b.db && a.lock.key.Name == b.lock.key.Name {
-			return nil, fmt.Errorf("%w: lock %q given twice", ErrInvalidArgument, a.lock.key.Name)
+			return nil, fmt.Errorf("%w: lock %s given twice", ErrInvalidArgument, sentinel.Quote(a.lock.key.Name))
 		}
 	}
 	return members, nil

@@ -14,7 +14,9 @@ import (
 
 // Held is one acquisition of a lock. Release it exactly once with Unlock.
 // Watch Done (or use Context) to learn that the lock was lost: work done
-// after that is no longer protected.
+// after that is no longer protected. A nil Held, or one Acquire did not
+// return, holds nothing: Done is closed, Err and Unlock report
+// ErrInvalidArgument, its other methods return zero values.
 type Held struct {
 	lock     *Lock
 	owner    string
@@ -31,13 +33,34 @@ type Held struct {
 	unlockSent bool // an Unlock was sent before: its outcome may be in Redis
 }
 
+// usable reports whether h is a hold Acquire returned.
+func (h *Held) usable() bool { return h != nil && h.lock != nil && h.ctx != nil }
+
+// notHeld is the context of a nil or zero Held: ended, with the error that
+// its Unlock returns as cause.
+var notHeld = func() context.Context {
+	ctx, end := context.WithCancelCause(context.Background())
+	end(errNilHandle("Held"))
+	return ctx
+}()
+
 // Name is the lock's name.
-func (h *Held) Name() string { return h.lock.key.Name }
+func (h *Held) Name() string {
+	if !h.usable() {
+		return ""
+	}
+	return h.lock.key.Name
+}
 
 // Owner is the owner id holding the lock (its field in the lock's Redis
 // hash): "<runtime id>:<n>", new for each acquisition that is not a
 // re-entry, or the handle's WithOwner id.
-func (h *Held) Owner() string { return h.owner }
+func (h *Held) Owner() string {
+	if h == nil {
+		return ""
+	}
+	return h.owner
+}
 
 // Token is this acquisition's fencing token: greater than every token
 // issued before for the lock name, by any process, any lock kind of the
@@ -48,11 +71,21 @@ func (h *Held) Owner() string { return h.owner }
 // that stops a holder that lost the lock without knowing it. Values are
 // large: a token is at least the server's clock in microseconds (about
 // 1.8e15); compare tokens, never assume they start at 1 or are consecutive.
-func (h *Held) Token() int64 { return h.token }
+func (h *Held) Token() int64 {
+	if h == nil {
+		return 0
+	}
+	return h.token
+}
 
 // Lease is the lease granted: the watchdog lease (renewed while held) or the
 // LeaseTime asked for.
-func (h *Held) Lease() time.Duration { return h.lease }
+func (h *Held) Lease() time.Duration {
+	if h == nil {
+		return 0
+	}
+	return h.lease
+}
 
 // ValidUntil is the time until which the runtime counts this hold as held:
 // before it, Redis cannot have let another owner in, whatever the network
@@ -69,6 +102,9 @@ func (h *Held) Lease() time.Duration { return h.lease }
 // suspended VM) may still act after it, which only a fencing token (Token)
 // passed to the guarded resource stops.
 func (h *Held) ValidUntil() time.Time {
+	if !h.usable() {
+		return time.Time{} // holds nothing
+	}
 	until := h.valid.Until()
 	if ended := h.track.endedAt.Load(); ended != 0 {
 		if t := time.Unix(0, ended); t.Before(until) {
@@ -81,16 +117,21 @@ func (h *Held) ValidUntil() time.Time {
 // Done is closed when the hold ends: after Unlock, or when the lock is lost
 // (Err then wraps ErrLost) or the runtime closes (ErrClosed). It closes
 // before Redis can let another owner in.
-func (h *Held) Done() <-chan struct{} { return h.ctx.Done() }
+func (h *Held) Done() <-chan struct{} { return h.Context().Done() }
 
 // Err is nil while held; then why the hold ended: ErrUnlocked, an error
 // wrapping ErrLost, or ErrClosed.
-func (h *Held) Err() error { return context.Cause(h.ctx) }
+func (h *Held) Err() error { return context.Cause(h.Context()) }
 
 // Context is cancelled, with Err as its cause, when the hold ends. It carries
 // the values of the context Acquire was called with. An acquisition of the
 // same lock with this context (or one derived from it) re-enters this hold.
-func (h *Held) Context() context.Context { return h.ctx }
+func (h *Held) Context() context.Context {
+	if !h.usable() {
+		return notHeld
+	}
+	return h.ctx
+}
 
 // Unlock releases this acquisition: the lock is free once its owner's last
 // hold is released. It returns ErrUnlocked if already called successfully,
@@ -102,6 +143,9 @@ func (h *Held) Context() context.Context { return h.ctx }
 // that release and returns its outcome; it cannot release twice.
 func (h *Held) Unlock(ctx context.Context) (err error) {
 	defer failed("unlock", h.Name(), &err)
+	if !h.usable() {
+		return errNilHandle("Held")
+	}
 	if ctx == nil {
 		return h.check(ctx)
 	}

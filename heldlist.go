@@ -10,29 +10,23 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/observe"
 )
-
-// HeldLock describes one hold of a runtime, as Runtime.Held lists it.
-type HeldLock struct {
-	Name  string        // the lock's name (its Redis key)
-	Kind  string        // "lock", "fair", "read" or "write"
-	Owner string        // Held.Owner
-	Token int64         // Held.Token
-	Since time.Time     // when the hold was granted (this process's clock)
-	Lease time.Duration // Held.Lease
-}
 
 // Held lists this runtime's holds now: every Held neither unlocked nor
 // lost yet (members of a MultiLock or RedLock each appear), oldest first.
-// Holds acquired by message (Runtime.PID) are not listed. It reads local
+// Holds acquired by message (actorkit.PID) are not listed. It reads local
 // state only, no Redis: a hold listed may already be lost in Redis without
-// the runtime knowing yet (see Held.Done).
-func (rt *Runtime) Held() []HeldLock {
+// the runtime knowing yet (see Held.Done). Nil for a nil Runtime.
+func (rt *Runtime) Held() []observe.HeldLock {
+	if !rt.valid() {
+		return nil
+	}
 	return rt.tel.holds.list()
 }
 
 // heldList is the runtime's holds by acquisition id: their trackers, from
-// which list builds each HeldLock (a HeldLock per entry would cost ~110
+// which list builds each observe.HeldLock (one per entry would cost ~110
 // bytes more per held lock).
 type heldList struct {
 	mu sync.Mutex
@@ -51,16 +45,16 @@ func (l *heldList) remove(id uint64) {
 	l.mu.Unlock()
 }
 
-func (l *heldList) list() []HeldLock {
+func (l *heldList) list() []observe.HeldLock {
 	l.mu.Lock()
-	out := make([]HeldLock, 0, len(l.m))
+	out := make([]observe.HeldLock, 0, len(l.m))
 	for _, k := range l.m {
 		// k.h and k.since were set before k was added, and stay.
 		h := k.h
-		out = append(out, HeldLock{Name: h.Name(), Kind: kindNames[k.kind], Owner: h.owner, Token: h.token, Since: k.since, Lease: h.lease})
+		out = append(out, observe.HeldLock{Name: h.Name(), Kind: kindNames[k.kind], Owner: h.owner, Token: h.token, Since: k.since, Lease: h.lease})
 	}
 	l.mu.Unlock()
-	slices.SortFunc(out, func(a, b HeldLock) int {
+	slices.SortFunc(out, func(a, b observe.HeldLock) int {
 		return cmp.Or(a.Since.Compare(b.Since), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Token, b.Token))
 	})
 	return out
@@ -120,7 +114,7 @@ func (t *telemetry) holdStarted(k *holdTrack, waited time.Duration) {
 	h := k.h
 	t.holds.add(h.id, k)
 	t.held.Add(context.Background(), 1, t.kindAdd[k.kind]...)
-	t.events.emit(Event{Kind: EventAcquired, Name: h.Name(), LockKind: kindNames[k.kind], Owner: h.owner, Token: h.token, Wait: waited})
+	t.events.emit(observe.Event{Kind: observe.EventAcquired, Name: h.Name(), LockKind: kindNames[k.kind], Owner: h.owner, Token: h.token, Wait: waited})
 }
 
 func (t *telemetry) holdEnded(k *holdTrack, cause error) {
@@ -129,10 +123,10 @@ func (t *telemetry) holdEnded(k *holdTrack, cause error) {
 	t.holds.remove(h.id)
 	t.held.Add(context.Background(), -1, t.kindAdd[k.kind]...)
 	t.holdDur.Record(context.Background(), held.Seconds(), t.kindRecord[k.kind]...)
-	e := Event{Kind: EventReleased, Name: h.Name(), LockKind: kindNames[k.kind], Owner: h.owner, Token: h.token, Held: held}
+	e := observe.Event{Kind: observe.EventReleased, Name: h.Name(), LockKind: kindNames[k.kind], Owner: h.owner, Token: h.token, Held: held}
 	if why := lossReasonOf(cause); why >= 0 {
 		t.lost.Add(context.Background(), 1, t.lostOpts[k.kind][why]...)
-		e.Kind, e.Reason, e.Err = EventLost, string(lossReasons[why]), cause
+		e.Kind, e.Reason, e.Err = observe.EventLost, string(lossReasons[why]), cause
 	} else if !errors.Is(cause, ErrUnlocked) {
 		e.Err = cause // ErrClosed: Close released it
 	}

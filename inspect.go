@@ -2,96 +2,43 @@ package actorlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/internal/inspect"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
-// ErrWrongKind: the name holds another kind of object than the handle's
-// (a read-write lock read through a Lock handle, a semaphore's STRING read
-// as a lock, ...), or something that is no actorlock/Redisson object. One
-// kind per name: an acquisition refuses with it, doing nothing, when a
-// read-write lock holds the name of a reentrant or fair lock, a reentrant or
-// fair lock holds the name of a read-write lock, or the key is of another
-// Redis type. A reentrant and a fair lock on one name cannot be told apart
-// (Redisson gives both the same hash): they exclude each other, as in
-// Redisson, the fair lock's queue order not binding the reentrant lock.
+// ErrWrongKind: the name holds another kind of object than the handle's,
+// or something that is no actorlock/Redisson object. One kind per name:
+// every primitive's call on a name another kind holds returns it, saying
+// what the name holds and what the handle is ("it is a read-write lock, not
+// a lock"), and neither waits nor writes. The kinds the Redis layout cannot
+// tell apart share a name without it, as in Redisson: a reentrant and a
+// fair lock (one hash: they exclude each other, the fair lock's queue order
+// not binding the reentrant lock), and a semaphore, a permit-expirable
+// semaphore and a count-down latch (one string holding a number). A
+// blocking and a delayed queue of one name are one queue by design.
 var ErrWrongKind error = sentinelError("actorlock: the name holds another kind of object")
-
-// LockInfo is who holds a lock, read from Redis: any owner, of this
-// runtime or another, Go or Java (Redisson).
-type LockInfo struct {
-	Name string
-	// Mode is a read-write lock's mode: "read", "write", or "" when free.
-	// Empty for the other locks.
-	Mode    string
-	Holders []LockHolder // sorted by owner; none when free
-	// TTL is how long the lock's lease has left: 0 when free, -1 when the
-	// key has no expiry (set by someone else).
-	TTL time.Duration
-}
-
-// Locked reports whether any owner holds the lock.
-func (i LockInfo) Locked() bool { return len(i.Holders) > 0 }
-
-// LockHolder is one owner's holds. Owners are "<runtime id>:<n>" for
-// actorlock's, "<client UUID>:<thread id>" for Redisson's, or a WithOwner
-// id.
-type LockHolder struct {
-	Owner string
-	// Count is the owner's holds; for a read-write lock, its read holds.
-	Count int64
-	// WriteCount is a read-write lock owner's write holds.
-	WriteCount int64
-	// ReadTTLs is, for a read-write lock, how long each read hold has
-	// left (hold n at index n-1; at most 100 listed): 0 when it has run
-	// out, so it stops counting at the lock's next renewal.
-	ReadTTLs []time.Duration
-}
-
-// Waiter is an owner in a fair lock's queue.
-type Waiter struct {
-	Owner string
-	// Deadline is when it loses its place unless granted the lock first,
-	// by the Redis server's clock (which every client's deadlines use).
-	Deadline time.Time
-	// Remaining is Deadline less the Redis server's time when read.
-	Remaining time.Duration
-}
-
-// PermitHolder is a taken permit of a permit-expirable semaphore. Permits
-// have ids, not owners: whoever has the id holds it.
-type PermitHolder struct {
-	ID string // 32 hex digits, as Acquire returns them
-	// Expiry is when the permit returns to the pool by itself, by the
-	// Redis server's clock; zero when it has no lease.
-	Expiry time.Time
-	// Remaining is Expiry less the Redis server's time when read (0
-	// without lease); negative: it has expired and returns to the pool at
-	// the semaphore's next call.
-	Remaining time.Duration
-}
 
 // Holders reads who holds the lock now: owners and hold counts, the lease
 // left and, for a read-write lock's locker, the mode and every reader (both
 // lockers show the whole lock), in one MULTI; then each read hold's TTL. It returns ErrWrongKind if the name holds another kind of object
 // (a read-write lock read through a plain Lock handle, say). What it
 // shows may have changed by the time it returns.
-func (l *Lock) Holders(ctx context.Context) (_ LockInfo, err error) {
-	defer failed("holders", l.key.Name, &err)
+func (l *Lock) Holders(ctx context.Context) (_ observe.LockInfo, err error) {
+	defer failed("holders", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
-		return LockInfo{}, err
+		return observe.LockInfo{}, err
 	}
 	o, err := l.read(ctx, l.inspectKind())
 	if err != nil {
-		return LockInfo{}, err
+		return observe.LockInfo{}, err
 	}
-	info := LockInfo{Name: o.Name, Mode: o.Mode, TTL: o.TTL}
+	info := observe.LockInfo{Name: o.Name, Mode: o.Mode, TTL: o.TTL}
 	for _, h := range o.Holds {
-		info.Holders = append(info.Holders, LockHolder{Owner: h.Owner, Count: h.Count, WriteCount: h.Writes, ReadTTLs: h.ReadTTLs})
+		info.Holders = append(info.Holders, observe.LockHolder{Owner: h.Owner, Count: h.Count, WriteCount: h.Writes, ReadTTLs: h.ReadTTLs})
 	}
 	return info, nil
 }
@@ -99,8 +46,8 @@ func (l *Lock) Holders(ctx context.Context) (_ LockInfo, err error) {
 // Waiters lists a fair lock's queue, head first (at most 100 owners):
 // who gets the lock next, and until when each keeps its place. It is
 // ErrInvalidArgument on other locks, which queue nothing in Redis.
-func (l *Lock) Waiters(ctx context.Context) (_ []Waiter, err error) {
-	defer failed("waiters", l.key.Name, &err)
+func (l *Lock) Waiters(ctx context.Context) (_ []observe.Waiter, err error) {
+	defer failed("waiters", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return nil, err
 	}
@@ -111,9 +58,9 @@ func (l *Lock) Waiters(ctx context.Context) (_ []Waiter, err error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Waiter, len(o.Waiters))
+	out := make([]observe.Waiter, len(o.Waiters))
 	for i, w := range o.Waiters {
-		out[i] = Waiter(w)
+		out[i] = observe.Waiter(w)
 	}
 	return out, nil
 }
@@ -121,15 +68,7 @@ func (l *Lock) Waiters(ctx context.Context) (_ []Waiter, err error) {
 func (l *Lock) read(ctx context.Context, kind inspect.Kind) (*inspect.Object, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.rt.actors.CallTimeout())
 	defer cancel()
-	return wrongKind(inspect.Read(ctx, l.rt.rdb, l.key.Name, kind, 0))
-}
-
-// wrongKind makes a value no object of ours holds ErrWrongKind too.
-func wrongKind(o *inspect.Object, err error) (*inspect.Object, error) {
-	if errors.Is(err, inspect.ErrNotObject) {
-		err = fmt.Errorf("%w: %w", ErrWrongKind, err)
-	}
-	return o, err
+	return core.WrongKind(inspect.Read(ctx, l.rt.rdb, l.key.Name, kind, 0))
 }
 
 func (l *Lock) inspectKind() inspect.Kind {
@@ -140,25 +79,4 @@ func (l *Lock) inspectKind() inspect.Kind {
 		return inspect.ReadWriteLock
 	}
 	return inspect.Lock
-}
-
-// Holders lists the taken permits, soonest expiry first (at most 100),
-// expired ones not yet returned included. What it shows may have changed
-// by the time it returns.
-func (s *PermitExpirableSemaphore) Holders(ctx context.Context) (_ []PermitHolder, err error) {
-	defer s.wrap("holders", &err)
-	if err := s.check(ctx); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.rt.actors.CallTimeout())
-	defer cancel()
-	o, err := wrongKind(inspect.Read(ctx, s.rt.rdb, s.name, inspect.ExpirableSemaphore, 0))
-	if err != nil {
-		return nil, err
-	}
-	out := make([]PermitHolder, len(o.Permits))
-	for i, p := range o.Permits {
-		out[i] = PermitHolder{ID: p.ID, Expiry: p.Expiry, Remaining: p.Remaining}
-	}
-	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 )
@@ -20,7 +21,8 @@ import (
 // of a hold of the same lock, which it then re-enters (hold count +1, one
 // Unlock per acquisition). Reentrancy follows the context, the Go way of
 // saying "the same logical thread". A handle made WithOwner acquires as that
-// owner instead, always.
+// owner instead, always. A nil Lock, or one no Runtime made, refuses every
+// call with ErrInvalidArgument (its Name and Owner are "").
 type Lock struct {
 	rt    *Runtime
 	key   actors.LockKey
@@ -28,12 +30,34 @@ type Lock struct {
 	err   error  // a bad name or option, reported by every method
 }
 
-// Name is the lock's name, which is also its Redis key.
-func (l *Lock) Name() string { return l.key.Name }
+// Name is the lock's name, which is also its Redis key ("" for a nil
+// Lock).
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.key.Name
+}
 
 // Owner is the owner id the handle was given with WithOwner, or "" when
 // each acquisition is an owner of its own (see Held.Owner).
-func (l *Lock) Owner() string { return l.owner }
+func (l *Lock) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.owner
+}
+
+// kindName is what ErrWrongKind says the handle is.
+func (l *Lock) kindName() string {
+	switch l.key.Kind {
+	case messages.Kind_KIND_FAIR:
+		return "a fair lock"
+	case messages.Kind_KIND_READ, messages.Kind_KIND_WRITE:
+		return "a read-write lock"
+	}
+	return "a lock"
+}
 
 // holdKey identifies, in a Held's context, the lock family it holds: the
 // read and write sides of a read-write lock are one family, so a writer's
@@ -84,7 +108,7 @@ func (l *Lock) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Held, er
 }
 
 func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *Held, err error) {
-	defer failed("acquire", l.key.Name, &err)
+	defer failed("acquire", l.Name(), &err)
 	ac, err := acquireOptions(opts)
 	if err := l.check(ctx, err); err != nil {
 		return nil, err
@@ -108,7 +132,7 @@ func (l *Lock) acquire(ctx context.Context, try bool, opts []AcquireOption) (hel
 	res, err := ask(actx, rt, rt.send, func(reply chan<- actors.AcquireResult) any { cmd.Reply = reply; return cmd },
 		&actors.Cancel{Key: l.key, ID: cmd.ID}, func(won actors.AcquireResult) { l.giveBack(won, cmd) })
 	if err == nil {
-		err = res.Err
+		err = core.NotKind(res.Err, l.kindName())
 	}
 	if err != nil {
 		end(err)
@@ -153,16 +177,25 @@ func (l *Lock) giveBack(won actors.AcquireResult, cmd *actors.Acquire) {
 	}, nil, nil)
 }
 
-// check reports what makes a call impossible before anything is sent.
+// check reports what makes a call impossible before anything is sent: a
+// nil Lock or one no Runtime made too.
 func (l *Lock) check(ctx context.Context, optErr error) error {
-	return l.rt.check(ctx, l.err, optErr)
+	switch {
+	case l == nil:
+		return errNilHandle("Lock")
+	case l.err != nil:
+		return l.err
+	case l.rt == nil:
+		return errNilHandle("Lock")
+	}
+	return l.rt.check(ctx, optErr)
 }
 
 // IsLocked reports whether any owner holds the lock (a read-write lock's
 // locker: holds it in its own mode; the read side also when the writer
 // holds a read, as Redisson's readLock().isLocked()).
 func (l *Lock) IsLocked(ctx context.Context) (_ bool, err error) {
-	defer failed("is locked", l.key.Name, &err)
+	defer failed("is locked", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
 	}
@@ -193,7 +226,7 @@ func (l *Lock) IsLocked(ctx context.Context) (_ bool, err error) {
 // descends from) holds the lock in Redis; 0 when there is none or it holds
 // nothing. For a read-write lock's locker: in its own mode.
 func (l *Lock) HoldCount(ctx context.Context) (_ int, err error) {
-	defer failed("hold count", l.key.Name, &err)
+	defer failed("hold count", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return 0, err
 	}
@@ -217,7 +250,7 @@ func (l *Lock) HoldCount(ctx context.Context) (_ int, err error) {
 // RemainTTL is how long the current holder's lease has left: 0 when the lock
 // is free, negative when the key has no expiry (set by someone else).
 func (l *Lock) RemainTTL(ctx context.Context) (_ time.Duration, err error) {
-	defer failed("remain TTL", l.key.Name, &err)
+	defer failed("remain TTL", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return 0, err
 	}
@@ -239,7 +272,7 @@ func (l *Lock) RemainTTL(ctx context.Context) (_ time.Duration, err error) {
 // own mode; the other mode is left alone). Holds of this runtime on it end
 // with ErrLost.
 func (l *Lock) ForceUnlock(ctx context.Context) (_ bool, err error) {
-	defer failed("force unlock", l.key.Name, &err)
+	defer failed("force unlock", l.Name(), &err)
 	if err := l.check(ctx, nil); err != nil {
 		return false, err
 	}

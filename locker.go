@@ -26,6 +26,10 @@ import (
 // Lock.Acquire, which can: use a Locker only where a sync.Locker is
 // required. Every Lock acquires as a new owner, so goroutines sharing a
 // Locker exclude each other, as with a sync.Mutex.
+//
+// A nil Locker, or one Runtime.Locker did not make, locks nothing: Lock
+// blocks for good, as after Close, Unlock does nothing, and Err reports
+// ErrInvalidArgument.
 type Locker struct {
 	rt   *Runtime
 	name string
@@ -52,6 +56,9 @@ func (rt *Runtime) Locker(name string) (*Locker, error) {
 // tries again (after 100 ms, doubling up to 2 s; Err reports the failure
 // meanwhile). Once the runtime is closed it blocks for good (see Locker).
 func (k *Locker) Lock() {
+	if k == nil || k.rt == nil {
+		select {} // never returns unprotected (see Locker)
+	}
 	backoff := 100 * time.Millisecond
 	for {
 		held, err := k.rt.Lock(k.name).Acquire(context.Background())
@@ -84,6 +91,9 @@ func (k *Locker) Lock() {
 // about a watchdog lease, after which the hold is lost. Its errors (the
 // lock was lost meanwhile, Unlock without Lock) are reported by Err.
 func (k *Locker) Unlock() {
+	if k == nil || k.rt == nil {
+		return
+	}
 	k.mu.Lock()
 	held := k.held
 	k.held = nil
@@ -107,6 +117,9 @@ func (k *Locker) Unlock() {
 // Err is the error of the last Unlock, or of the last failed attempt of a
 // Lock still trying; nil otherwise.
 func (k *Locker) Err() error {
+	if k == nil || k.rt == nil {
+		return errNilHandle("Locker")
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.err
@@ -115,6 +128,9 @@ func (k *Locker) Err() error {
 // Context is the context of the current hold, cancelled if the lock is
 // lost; nil when not locked.
 func (k *Locker) Context() context.Context {
+	if k == nil || k.rt == nil {
+		return nil
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.held == nil {

@@ -9,45 +9,36 @@ import (
 	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
-// Multi is a MultiLock: several locks, possibly of different runtimes on
-// different Redis servers, acquired all or nothing (Redisson's
-// RedissonMultiLock). Its members are acquired in one global order (by
-// deployment, as WithServerName names it, then name), so MultiLocks sharing
-// locks cannot deadlock each other. Like a Lock it may be shared between goroutines: acquisitions
-// exclude each other unless one's ctx descends from the GroupHeld.Context()
-// of another, which it then re-enters.
-type Multi struct {
+// multi is a MultiLock's way of acquiring (see MultiLock).
+type multi struct {
 	members []groupMember
 	err     error
 }
 
-// MultiLock groups locks into one that is held when all of them are.
-// Invalid members (none, nil, bad, the same Redis key twice through any
-// runtimes, or a Sentinel runtime without WithServerName beside another
-// runtime) are reported by Acquire and TryAcquire as ErrInvalidArgument.
-func MultiLock(locks ...*Lock) *Multi {
-	m, err := orderMembers(locks, "MultiLock")
-	return &Multi{members: m, err: err}
-}
-
+// MultiLock groups locks, possibly of different runtimes on different
+// Redis servers, into one that is held when all of them are (Redisson's
+// RedissonMultiLock). Its members are acquired in one global order (by
+// deployment, as WithServerName names it, then name), so MultiLocks
+// sharing locks cannot deadlock each other. Invalid members (none, nil,
+// bad, the same Redis key twice through any runtimes, or a Sentinel
+// runtime without WithServerName beside another runtime) are reported by
+// Acquire and TryAcquire as ErrInvalidArgument.
+//
 // Acquire takes every member, in the global order, waiting as each needs.
 // With WaitTime, the whole acquisition gets that long: when a member cannot
 // be had in what is left, everything taken is released and ErrNotAcquired
 // returned; when a member fails otherwise (Redis), everything taken is
 // released and the members are tried again after a short random back-off
 // while time is left. Without WaitTime it waits until ctx ends. LeaseTime
-// applies to every member. Nothing stays held when it fails.
-func (m *Multi) Acquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
-	return m.acquire(ctx, false, opts)
+// applies to every member. Nothing stays held when it fails. TryAcquire
+// makes one attempt at every member: if any is held elsewhere, it releases
+// what it took and returns ErrNotAcquired.
+func MultiLock(locks ...*Lock) *Group {
+	m, err := orderMembers(locks, "MultiLock")
+	return &Group{by: &multi{members: m, err: err}}
 }
 
-// TryAcquire makes one attempt at every member: if any is held elsewhere,
-// it releases what it took and returns ErrNotAcquired.
-func (m *Multi) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
-	return m.acquire(ctx, true, opts)
-}
-
-func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
+func (m *multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
 	defer failed("acquire MultiLock", "", &err)
 	ac, err := groupOptions(ctx, m.err, try, opts)
 	if err != nil {
@@ -78,7 +69,7 @@ func (m *Multi) acquire(ctx context.Context, try bool, opts []AcquireOption) (he
 }
 
 // round takes every member in order, or releases what it took.
-func (m *Multi) round(ctx context.Context, try bool, ac acquireConfig, deadline time.Time) ([]*Held, error) {
+func (m *multi) round(ctx context.Context, try bool, ac acquireConfig, deadline time.Time) ([]*Held, error) {
 	helds := make([]*Held, 0, len(m.members))
 	for _, mem := range m.members {
 		var opts []AcquireOption

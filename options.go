@@ -12,6 +12,7 @@ import (
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/internal/ext"
 	"github.com/actorlock/actorlock/internal/mutant"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // Option configures a Runtime.
@@ -37,7 +38,7 @@ type config struct {
 	// telemetry.go, events.go
 	meterProvider  metric.MeterProvider
 	tracerProvider trace.TracerProvider
-	events         func(Event)
+	events         func(observe.Event)
 	err            error
 }
 
@@ -54,8 +55,13 @@ func defaultConfig() config {
 }
 
 func (c *config) invalid(format string, args ...any) {
+	c.fail(fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...))
+}
+
+// fail keeps the first error of the options, which New returns.
+func (c *config) fail(err error) {
 	if c.err == nil {
-		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+		c.err = err
 	}
 }
 
@@ -72,35 +78,9 @@ func WithWatchdog(lease time.Duration) Option {
 	}
 }
 
-// WithActorSystem runs the runtime's actors on sys instead of a system of its
-// own. The runtime never shuts sys down. Default: a new system whose logs go
-// to the WithLogger logger.
-func WithActorSystem(sys *actor.ActorSystem) Option {
-	return func(c *config) {
-		if sys == nil {
-			c.invalid("nil actor system")
-		}
-		c.system = sys
-	}
-}
-
-// WithName registers the runtime's PID under name in its actor system, so
-// that actors of other processes can address it as actor.NewPID(<node
-// address>, name) (see NamedPID). Use it when you run protoactor remote on
-// your own system (WithActorSystem); remoting.WithRemote names the PID
-// itself.
-// Default: no name.
-func WithName(name string) Option {
-	return func(c *config) {
-		if name == "" {
-			c.invalid("empty PID name")
-		}
-		c.name = name
-	}
-}
-
 // WithLogger sets where the runtime (and the actor system it creates, unless
-// WithActorSystem is given) logs. Default: nowhere.
+// actorkit.WithActorSystem is given) logs; that system's INFO records (its
+// start and stops) come at DEBUG. Default: nowhere.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l == nil {
@@ -309,13 +289,13 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	}
 }
 
-// WithEvents calls fn with every Event of the runtime's locks: acquired,
+// WithEvents calls fn with every observe.Event of the runtime's locks: acquired,
 // released, lost (with the reason), renewal failed (with the error), handed
 // off, given up. Best effort: fn runs on one goroutine of the runtime, in
 // order, never holding up a lock operation; events that find 1024 others
-// waiting for fn are dropped (DroppedEvents counts them). Close delivers
+// waiting for fn are dropped (Stats.DroppedEvents counts them). Close delivers
 // those still waiting before it returns. Default: none.
-func WithEvents(fn func(Event)) Option {
+func WithEvents(fn func(observe.Event)) Option {
 	return func(c *config) {
 		if fn == nil {
 			c.invalid("nil events callback")

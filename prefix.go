@@ -10,7 +10,7 @@ package actorlock
 // "app:orders:42") guards the same lock. Hash tags apply to the mapped
 // name: with a prefix holding "{" (such as "{app}:"), every name lands in
 // one cluster slot. Handles' Name methods return the mapped name (the Redis
-// key). The names of message-protocol requests (Runtime.PID) are mapped the
+// key). The names of message-protocol requests (actorkit.PID) are mapped the
 // same way, so an actor and a Go caller naming "orders:42" meet the same
 // lock; a LockLost names the lock as its owner asked. Use it to share a Redis between
 // applications or tenants, and narrow the ACL user to the prefix

@@ -12,21 +12,33 @@ import (
 	"github.com/actorlock/actorlock/internal/sentinel"
 )
 
-// Red is a RedLock over locks on independent Redis masters (one runtime
-// each): it is held while a majority of them is (Redisson's RedissonRedLock,
-// after Redis's Redlock algorithm). It survives the loss of a minority of
-// masters; its guarantees are no better than the masters' clocks and pauses
-// allow (see docs/guarantees.md), so use fencing tokens for the guarded resource.
-type Red struct {
+// red is a RedLock's way of acquiring (see RedLock).
+type red struct {
 	members []groupMember
 	err     error
 }
 
-// RedLock groups locks on distinct servers into one held by a majority
-// (len/2+1) of them. Invalid members (none, nil, bad, two on one server,
-// whatever their runtimes: servers are told apart as WithServerName says)
-// are reported by Acquire and TryAcquire as ErrInvalidArgument.
-func RedLock(locks ...*Lock) *Red {
+// RedLock groups locks on independent Redis masters (one runtime each)
+// into one held by a majority (len/2+1) of them (Redisson's
+// RedissonRedLock, after Redis's Redlock algorithm). It survives the loss
+// of a minority of masters; its guarantees are no better than the masters'
+// clocks and pauses allow (see docs/guarantees.md), so use fencing tokens
+// for the guarded resource. Invalid members (none, nil, bad, two on one
+// server, whatever their runtimes: servers are told apart as
+// WithServerName says) are reported by Acquire and TryAcquire as
+// ErrInvalidArgument.
+//
+// Acquire tries every master at once (each attempt bounded by a timeout far
+// below the lease, so a dead or frozen master costs little) and holds when a
+// majority granted it within the validity time: lease - elapsed - drift,
+// drift = 1% of the lease + 2 ms, at least 25 ms (at most a quarter of the
+// lease). Otherwise it releases every member (the masters that did not
+// answer too) and tries again after a random back-off, until WaitTime is
+// used up (ErrNotAcquired) or ctx ends; without WaitTime, until ctx ends.
+// With LeaseTime the hold ends when its validity does; without, the
+// members' watchdogs renew it, and it is lost when fewer than a majority
+// can be renewed. TryAcquire makes one round of attempts.
+func RedLock(locks ...*Lock) *Group {
 	m, err := orderMembers(locks, "RedLock")
 	if err == nil {
 		for i := 1; i < len(m); i++ {
@@ -36,29 +48,10 @@ func RedLock(locks ...*Lock) *Red {
 			}
 		}
 	}
-	return &Red{members: m, err: err}
+	return &Group{by: &red{members: m, err: err}}
 }
 
-// Acquire tries every master at once (each attempt bounded by a timeout far
-// below the lease, so a dead or frozen master costs little) and holds when a
-// majority granted it within the validity time: lease - elapsed - drift,
-// drift = 1% of the lease + 2 ms, at least 25 ms (at most a quarter of the
-// lease). Otherwise it releases every member (the
-// masters that did not answer too) and tries again after a random back-off,
-// until WaitTime is used up (ErrNotAcquired) or ctx ends; without WaitTime,
-// until ctx ends. With LeaseTime the hold ends when its validity does;
-// without, the members' watchdogs renew it, and it is lost when fewer than a
-// majority can be renewed.
-func (r *Red) Acquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
-	return r.acquire(ctx, false, opts)
-}
-
-// TryAcquire makes one round of attempts.
-func (r *Red) TryAcquire(ctx context.Context, opts ...AcquireOption) (*GroupHeld, error) {
-	return r.acquire(ctx, true, opts)
-}
-
-func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
+func (r *red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held *GroupHeld, err error) {
 	defer failed("acquire RedLock", "", &err)
 	ac, err := groupOptions(ctx, r.err, try, opts)
 	if err != nil {
@@ -93,7 +86,7 @@ func (r *Red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held
 
 // lease is the lease of the members: LeaseTime, or the shortest watchdog
 // lease among their runtimes.
-func (r *Red) lease(ac acquireConfig) time.Duration {
+func (r *red) lease(ac acquireConfig) time.Duration {
 	if ac.lease > 0 {
 		return ac.lease
 	}
@@ -117,7 +110,7 @@ func redLockBackoff(lease time.Duration) time.Duration {
 }
 
 // round is one attempt at every master at once.
-func (r *Red) round(ctx context.Context, ac acquireConfig, lease time.Duration, quorum int) (*GroupHeld, error) {
+func (r *red) round(ctx context.Context, ac acquireConfig, lease time.Duration, quorum int) (*GroupHeld, error) {
 	var opts []AcquireOption
 	if ac.lease > 0 {
 		opts = append(opts, LeaseTime(ac.lease))

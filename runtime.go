@@ -16,7 +16,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // maxOwnerBytes bounds the owner id of a Go handle (WithOwner).
@@ -24,7 +26,10 @@ const maxOwnerBytes = 1 << 10
 
 // Runtime is one process's access to one Redis deployment: it owns the
 // actors that serve every lock of the process. It is safe for concurrent use.
-// Close it to release what it holds and stop everything it runs.
+// Close it to release what it holds and stop everything it runs. A nil
+// Runtime, or one New did not make, refuses every call with
+// ErrInvalidArgument, and so do the handles it gives (its ID is "", Held
+// lists nothing).
 type Runtime struct {
 	rdb       redis.UniversalClient
 	sys       *actor.ActorSystem
@@ -34,12 +39,14 @@ type Runtime struct {
 	watchdog  time.Duration
 	// stopServer stops what remoting.WithRemote started; Close calls it.
 	stopServer func(context.Context) error
-	gateway    *actor.PID // the runtime's PID under its name (NamedPID)
+	gateway    *actor.PID // the runtime's PID under its name (actorkit.NamedPID)
 	keyPrefix  string     // WithKeyPrefix
 	server     string     // the deployment's name in the order of group members (group.go); "": none
 	db         int        // the database number, beside server
 	noRecord   bool       // WithRuntimeRecord(false)
 	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
+	// core is the runtime as package primitive's handles see it.
+	core *core.Runtime
 
 	owners  atomic.Uint64 // owner ids of handles
 	acquire atomic.Uint64 // ids of acquisitions
@@ -88,6 +95,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (_ *Runtime, err error) {
 	}
 	tel.startEvents(cfg.events)
 	rt.actors = actors.Start(actorsConfig(rt, &cfg, cluster, logger))
+	rt.core = core.New(rt.actors, rdb, primitiveObs{tel}, &rt.closed, rt.done, &rt.acquire)
 	if err := tel.observeSubscriptions(cfg.meterProvider, rt); err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -117,21 +125,52 @@ func newConfig(rdb redis.UniversalClient, opts []Option) (config, error) {
 		return cfg, cfg.err
 	}
 	if cfg.server != nil && cfg.system != nil {
-		return cfg, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with WithName", ErrInvalidArgument)
+		return cfg, fmt.Errorf("%w: remoting.WithRemote starts remote on the runtime's own actor system; with actorkit.WithActorSystem, start remote on yours (remoting.Options) and name the runtime's PID with actorkit.WithName", ErrInvalidArgument)
 	}
 	return cfg, nil
 }
 
 // newSystem is the runtime's own actor system, when the user gives none.
 func newSystem(logger *slog.Logger) *actor.ActorSystem {
+	quiet := slog.New(infoAsDebug{logger.Handler()})
 	return actor.NewActorSystem(
-		// protoactor logs at INFO to stderr by default; a library must not.
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }),
+		// protoactor logs at INFO to stderr by default; a library must not,
+		// nor tell a service's INFO log of its start-up ("actor system
+		// started", on every New): its INFO is our DEBUG.
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }),
 		// Each dead letter (a message to an actor that has stopped) opens
 		// a throttling period served by a goroutine; keep it short so
 		// none outlives Close by more than a few milliseconds.
 		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 	)
+}
+
+// infoAsDebug logs protoactor's INFO records (its start, its stops) at
+// DEBUG; warnings and errors keep their level.
+type infoAsDebug struct{ slog.Handler }
+
+func (h infoAsDebug) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.Handler.Enabled(ctx, demoted(level))
+}
+
+func (h infoAsDebug) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = demoted(r.Level)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h infoAsDebug) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return infoAsDebug{h.Handler.WithAttrs(attrs)}
+}
+
+func (h infoAsDebug) WithGroup(name string) slog.Handler {
+	return infoAsDebug{h.Handler.WithGroup(name)}
+}
+
+func demoted(l slog.Level) slog.Level {
+	if l >= slog.LevelInfo && l < slog.LevelWarn {
+		return slog.LevelDebug
+	}
+	return l
 }
 
 func actorsConfig(rt *Runtime, cfg *config, cluster clusterSetup, logger *slog.Logger) actors.Config {
@@ -171,32 +210,41 @@ func (rt *Runtime) spawnGateway(name string) error {
 	return nil
 }
 
+// valid reports whether rt is a runtime New made: a nil or zero Runtime
+// is refused by every method with ErrInvalidArgument, and so are the
+// handles it gives.
+func (rt *Runtime) valid() bool { return rt != nil && rt.actors != nil }
+
+// errNoRuntime refuses the calls of a nil Runtime, or one New did not make.
+var errNoRuntime error = fmt.Errorf("%w: nil Runtime, or one not made by New", ErrInvalidArgument)
+
+// errNilHandle refuses the calls of a nil handle of type what, or one no
+// Runtime made.
+func errNilHandle(what string) error {
+	return fmt.Errorf("%w: nil %s, or one not made by a Runtime", ErrInvalidArgument, what)
+}
+
 // ID is the runtime's random UUID: owner ids of its lock handles are
-// "<ID>:<n>", as Redisson's are "<client UUID>:<thread id>".
-func (rt *Runtime) ID() string { return rt.id }
-
-// PID is where actors send lock requests (package messages): AcquireRequest,
-// ReleaseRequest, RenewRequest, CancelRequest. Send them with
-// Context.Request so that the reply comes back to the requesting actor. A
-// lock acquired by message belongs to the owner token of its
-// AcquireResponse, which every later request of that owner presents. The
-// runtime renews it while the actor that acquired it lives (an actor of
-// another process proves that with RenewRequests: see KeeperProps) and
-// releases it when it stops. Actors of other processes address the runtime
-// by NamedPID.
-func (rt *Runtime) PID() *actor.PID { return rt.actors.Manager() }
-
-// ActorSystem is the actor system the runtime runs on.
-func (rt *Runtime) ActorSystem() *actor.ActorSystem { return rt.sys }
+// "<ID>:<n>", as Redisson's are "<client UUID>:<thread id>". "" for a nil
+// Runtime.
+func (rt *Runtime) ID() string {
+	if rt == nil {
+		return ""
+	}
+	return rt.id
+}
 
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
 // goroutine of the runtime and waits for them, up to ctx, and stops the
 // remote that remoting.WithRemote started. It does not close the Redis client, nor
-// an actor system given with WithActorSystem (nor its remote). Calling
+// an actor system given with actorkit.WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) (err error) {
 	defer failed("close", "", &err)
+	if !rt.valid() {
+		return errNoRuntime
+	}
 	if ctx == nil {
 		return fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
@@ -229,36 +277,20 @@ func (rt *Runtime) Close(ctx context.Context) (err error) {
 	return rt.closeErr
 }
 
-// Stats is a snapshot of the state a runtime keeps.
-type Stats struct {
-	// LockActors: lock names with state in this process (held, waited
-	// for, or used within the idle timeout).
-	LockActors int
-	// DormantLocks: of LockActors, names held here without a live actor:
-	// after the idle timeout a name whose only state is Go callers' holds
-	// is kept as a compact record, its actor started again by the next
-	// request for it, by its validity deadline or by Close.
-	DormantLocks int
-	// Subscriptions: pub/sub channels and patterns subscribed.
-	Subscriptions int
-	// Renewals: holds the watchdog renews.
-	Renewals int
-	// DelayedQueueMovers: delayed queues whose due items this runtime
-	// moves (a handle is open, or items are pending).
-	DelayedQueueMovers int
-	// PrimitiveActors: blocking queues, semaphores and count-down latches
-	// with state in this process (waited on, or used within the idle
-	// timeout).
-	PrimitiveActors int
-}
-
 // Stats reports what the runtime keeps now, for metrics and leak checks.
-func (rt *Runtime) Stats(ctx context.Context) (Stats, error) {
+// After Close it returns ErrClosed, with DroppedEvents still counted.
+func (rt *Runtime) Stats(ctx context.Context) (observe.Stats, error) {
+	if !rt.valid() {
+		return observe.Stats{}, errNoRuntime
+	}
 	if ctx == nil {
-		return Stats{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
+		return observe.Stats{}, fmt.Errorf("%w: nil context", ErrInvalidArgument)
 	}
 	s, err := rt.actors.Stats(ctx)
-	return Stats(s), err
+	return observe.Stats{
+		LockActors: s.LockActors, DormantLocks: s.DormantLocks, Subscriptions: s.Subscriptions, Renewals: s.Renewals,
+		DelayedQueueMovers: s.DelayedQueueMovers, PrimitiveActors: s.PrimitiveActors, DroppedEvents: rt.tel.events.droppedCount(),
+	}, err
 }
 
 // Lock returns a handle on the reentrant lock name (Redisson's RLock). The
@@ -274,7 +306,9 @@ func (rt *Runtime) Lock(name string, opts ...LockOption) *Lock {
 // waiters acquire in the order they started waiting, across processes.
 // Reentrancy, leases and the watchdog are as for Lock; TryAcquire never
 // joins the queue. The fair lock and the reentrant lock of one name share
-// its Redis key: use one kind per name.
+// its Redis hash, which does not tell them apart: on one name they exclude
+// each other, and the fair lock's order does not bind the reentrant lock
+// (the one exception among locks to one kind per name, see ErrWrongKind).
 //
 // A waiter that gives up (its wait time or ctx ends) returns once it has
 // left the Redis queue, as Redisson's tryLock does; a Redis that does not
@@ -305,6 +339,9 @@ func (rt *Runtime) ReadWriteLock(name string, opts ...LockOption) *ReadWriteLock
 }
 
 func (rt *Runtime) lock(kind messages.Kind, name string, opts []LockOption) *Lock {
+	if !rt.valid() {
+		return &Lock{key: actors.LockKey{Kind: kind, Name: name}, err: errNoRuntime}
+	}
 	name = rt.mapName(name)
 	l := &Lock{rt: rt, key: actors.LockKey{Kind: kind, Name: name}}
 	var lc lockConfig

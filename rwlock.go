@@ -12,25 +12,34 @@ import (
 
 // ReadWriteLock is a handle on one read-write lock: its two lockers are the
 // read and the write side of the same Redis hash. It is safe to share
-// between goroutines, like Lock.
+// between goroutines, like Lock. The lockers of a nil ReadWriteLock, or of
+// one no Runtime made, refuse every call with ErrInvalidArgument.
 type ReadWriteLock struct {
 	read, write *Lock
 }
 
-// Name is the lock's name, which is also its Redis key.
-func (rw *ReadWriteLock) Name() string { return rw.read.Name() }
-
-// Owner is the WithOwner id both lockers acquire as, or "" (see Lock.Owner).
-func (rw *ReadWriteLock) Owner() string { return rw.read.Owner() }
+// Name is the lock's name, which is also its Redis key ("" for a nil
+// ReadWriteLock).
+func (rw *ReadWriteLock) Name() string { return rw.ReadLocker().Name() }
 
 // ReadLocker is the read side: any number of owners may hold it at once,
 // while no other owner holds the write side. Each read hold has its own
 // lease, so a reader that dies stops counting when its lease is over.
-func (rw *ReadWriteLock) ReadLocker() *Lock { return rw.read }
+func (rw *ReadWriteLock) ReadLocker() *Lock {
+	if rw == nil || rw.read == nil {
+		return &Lock{err: errNilHandle("ReadWriteLock")}
+	}
+	return rw.read
+}
 
 // WriteLocker is the write side: one owner at a time, while no other owner
 // reads.
-func (rw *ReadWriteLock) WriteLocker() *Lock { return rw.write }
+func (rw *ReadWriteLock) WriteLocker() *Lock {
+	if rw == nil || rw.write == nil {
+		return &Lock{err: errNilHandle("ReadWriteLock")}
+	}
+	return rw.write
+}
 
 // readLocked reports whether some owner holds a read of read-write lock
 // name: in mode read, or in mode write when the writer also reads (a

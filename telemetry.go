@@ -14,6 +14,7 @@ import (
 
 	"github.com/actorlock/actorlock/actors"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // instrumentation is the name and version the runtime's meter and tracer
@@ -172,7 +173,7 @@ func newTelemetry(cfg *config) (*telemetry, error) {
 
 // startEvents starts the WithEvents goroutine, once nothing can fail before
 // Close is there to stop it.
-func (t *telemetry) startEvents(fn func(Event)) { t.events = newDispatcher(fn) }
+func (t *telemetry) startEvents(fn func(observe.Event)) { t.events = newDispatcher(fn) }
 
 // observeSubscriptions registers the subscriptions gauge, read from the
 // actors when a reader collects; Close unregisters it.
@@ -227,13 +228,13 @@ func (t *telemetry) handoff(key actors.LockKey, from, to string, local bool) {
 	k := kindOf(key.Kind)
 	t.handoffs.Add(context.Background(), 1, t.handoffOpts[k][i]...)
 	if local {
-		t.events.emit(Event{Kind: EventHandedOff, Name: key.Name, LockKind: kindNames[k], Owner: to, From: from})
+		t.events.emit(observe.Event{Kind: observe.EventHandedOff, Name: key.Name, LockKind: kindNames[k], Owner: to, From: from})
 	}
 }
 
 func (t *telemetry) renewalFailed(name, owner string, err error) {
 	t.renewFail.Add(context.Background(), 1)
-	t.events.emit(Event{Kind: EventRenewalFailed, Name: name, Owner: owner, Err: err})
+	t.events.emit(observe.Event{Kind: observe.EventRenewalFailed, Name: name, Owner: owner, Err: err})
 }
 
 func (t *telemetry) queueLateness(_ string, late []time.Duration) {
@@ -303,23 +304,34 @@ func (o acquireObs) end(err error, owner string, token int64) {
 		o.span.End()
 	}
 	if o.gaveUp && out == outNotAcquired && o.kind <= kindWrite {
-		t.events.emit(Event{Kind: EventGaveUp, Name: o.name, LockKind: kindNames[o.kind], Owner: owner, Wait: waited, Err: err})
+		t.events.emit(observe.Event{Kind: observe.EventGaveUp, Name: o.name, LockKind: kindNames[o.kind], Owner: owner, Wait: waited, Err: err})
 	}
 }
 
-func permitKind(expirable bool) acqKind {
+// primitiveObs is the telemetry as package primitive's handles use it
+// (core.Observer).
+type primitiveObs struct{ t *telemetry }
+
+// StartPermits follows an acquisition of permits, of kind "semaphore" or
+// "permit"; a try that got nothing counts as not acquired.
+func (p primitiveObs) StartPermits(ctx context.Context, expirable bool, name string, waiting bool) (context.Context, func(bool, error)) {
+	kind := kindSemaphore
 	if expirable {
-		return kindPermit
+		kind = kindPermit
 	}
-	return kindSemaphore
+	ctx, obs := p.t.startAcquire(ctx, kind, name, waiting, false)
+	return ctx, func(acquired bool, err error) {
+		if err == nil && !acquired {
+			err = ErrNotAcquired
+		}
+		obs.end(err, "", 0)
+	}
 }
 
-// acquiredOr is err, or ErrNotAcquired for a try that got nothing.
-func acquiredOr(acquired bool, err error) error {
-	if err == nil && !acquired {
-		return ErrNotAcquired
-	}
-	return err
+// StartSpan is the span of a queue call.
+func (p primitiveObs) StartSpan(ctx context.Context, op, name string) (context.Context, func(*error)) {
+	ctx, span := p.t.startSpan(ctx, op, name)
+	return ctx, span.end
 }
 
 func tokenOf(h *Held) int64 {

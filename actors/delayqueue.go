@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -134,8 +135,12 @@ func (q *mover) moved(d *moveDone) {
 	if d.err != nil {
 		q.env.Log.Warn("actorlock: delayed queue move failed", slog.String("queue", q.key.Name), slog.Any("error", d.err))
 		q.pending = true
-		// Try again soon; the safety tick keeps trying after that.
-		q.arm(100 * time.Millisecond)
+		// Try again soon; the safety tick keeps trying after that. A list
+		// name another kind holds (one kind per name) will not change soon:
+		// the safety tick only.
+		if !errors.Is(d.err, scripts.ErrWrongKind) {
+			q.arm(100 * time.Millisecond)
+		}
 		return
 	}
 	q.env.Observe.queueLateness(q.key.Name, d.moved.Late)

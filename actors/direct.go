@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 
 	"github.com/actorlock/actorlock/scripts"
 
@@ -59,7 +60,7 @@ func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, m
 		return err
 	})
 	if err != nil {
-		return sentinel.Op("release", name, fmt.Errorf("%d permits: %w", n, err))
+		return sentinel.Op("release", name, fmt.Errorf("%s: %w", count(n, "permit"), err))
 	}
 	return nil
 }
@@ -81,10 +82,18 @@ func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []strin
 	case err != nil:
 		return sentinel.Op("release", name, fmt.Errorf("permits %q: %w", ids, err))
 	case res.Expired+res.Unknown > 0:
-		return sentinel.Op("release", name, fmt.Errorf("%w: permits %q: %d had expired, %d were not held, %d released in time",
+		return sentinel.Op("release", name, fmt.Errorf("%w: permits %q: %d expired, %d not held, %d released in time",
 			ErrPermitExpired, ids, res.Expired, res.Unknown, res.Released))
 	}
 	return nil
+}
+
+// count is n things, in the singular for one: "1 permit", "2 permits".
+func count(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.FormatInt(n, 10) + " " + thing + "s"
 }
 
 // randomID is 8 random bytes (a delayed item's id).

@@ -148,7 +148,7 @@ func props(produce func() actor.Actor, opts ...actor.PropsOption) *actor.Props {
 
 func newEnv(cfg Config) *runtimeEnv {
 	e := &runtimeEnv{Config: cfg, idle: make(chan func()), GuardTTL: 3 * cfg.CallTimeout, Clock: &scripts.Clock{Slack: cfg.CallTimeout / 2},
-		timers: scheduler.NewTimerScheduler(cfg.System.Root), wakeups: newWakeups(cfg.System.Root),
+		timers: scheduler.NewTimerScheduler(localSender{cfg.System.Root}), wakeups: newWakeups(localSender{cfg.System.Root}),
 		batched: &scripts.Batched{UniversalClient: cfg.Redis, Flights: pipelineFlights}}
 	ctx := scripts.WithCallObserver(context.Background(), cfg.Observe.ScriptCall)
 	if !cfg.ClientEndsCalls {
@@ -261,10 +261,30 @@ func (e *runtimeEnv) goCall(pid *actor.PID, fn func(ctx context.Context) any) {
 	call := func() {
 		msg := fn(e.callCtx())
 		if pid != nil {
-			e.System.Root.Send(pid, msg)
+			e.deliver(pid, msg)
 		}
 	}
 	e.goRun(call)
+}
+
+// deliver hands a call's result to the actor that made the call (see
+// localSender).
+func (e *runtimeEnv) deliver(pid *actor.PID, msg any) { localSender{e.System.Root}.Send(pid, msg) }
+
+// localSender sends the messages the runtime gives its own actors from
+// outside them (timers, the results of their Redis calls) straight to the
+// actor's mailbox. Close stops actors whose calls are still out (a mover's
+// move, a reader's GET) and whose timers may be firing: a message that
+// comes after its actor stopped is awaited by nobody and is dropped here,
+// where sending it to the PID would make a dead letter, which protoactor
+// logs as if something were lost. A mailbox of an actor that stops
+// meanwhile drops it the same way.
+type localSender struct{ *actor.RootContext }
+
+func (s localSender) Send(pid *actor.PID, msg any) {
+	if p, ok := s.ActorSystem().ProcessRegistry.GetLocal(pid.Id); ok {
+		p.SendUserMessage(pid, msg)
+	}
 }
 
 // goRun runs fn on an idle worker goroutine, or a new one, never waiting.

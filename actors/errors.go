@@ -30,18 +30,19 @@ func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reaso
 // this long is a bug, and every script call carries it several times.
 const maxNameBytes = 64 << 10
 
-// ValidateName reports why name cannot name a lock, or nil.
+// ValidateName reports why name cannot name a lock or another primitive,
+// or nil.
 func ValidateName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty lock name", ErrInvalidArgument)
+		return fmt.Errorf("%w: empty name", ErrInvalidArgument)
 	case len(name) > maxNameBytes:
-		return fmt.Errorf("%w: lock name of %d bytes exceeds %d", ErrInvalidArgument, len(name), maxNameBytes)
+		return fmt.Errorf("%w: name of %d bytes exceeds %d", ErrInvalidArgument, len(name), maxNameBytes)
 	case strings.Contains(name, "{") && !hasHashTag(name):
 		// Its auxiliary keys (prefix + ":" + name) would hash whole while
 		// the name alone hashes differently: on a cluster they would land in
 		// other slots than the lock key, and every script would fail.
-		return fmt.Errorf("%w: lock name %q contains '{' but no non-empty {hash tag}", ErrInvalidArgument, name)
+		return fmt.Errorf("%w: name %s contains '{' but no non-empty {hash tag}", ErrInvalidArgument, sentinel.Quote(name))
 	}
 	return nil
 }

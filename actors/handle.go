@@ -100,7 +100,8 @@ func (h *Handle) GiveBackItem(ctx context.Context, name string, v []byte) {
 // Len is the length of list name.
 func (h *Handle) Len(ctx context.Context, name string) (int64, error) {
 	return once(ctx, "queue length", name, func(ctx context.Context) (int64, error) {
-		return h.env.Redis.LLen(ctx, name).Result()
+		n, err := h.env.Redis.LLen(ctx, name).Result()
+		return n, scripts.WrongType(ctx, h.env.Redis, name, err)
 	})
 }
 
@@ -241,7 +242,7 @@ func (h *Handle) Count(ctx context.Context, what, name string) (int64, error) {
 		if scripts.IsNil(err) {
 			return 0, nil
 		}
-		return n, err
+		return n, scripts.WrongType(ctx, h.env.Redis, name, err)
 	})
 }
 

@@ -31,6 +31,7 @@ type idleness struct {
 	seq      uint8
 	armed    bool
 	reported bool
+	stopped  bool      // cancelled: the child is stopping, never armed again
 	since    time.Time // when the child fell idle; zero while busy
 	stop     scheduler.CancelFunc
 }
@@ -57,7 +58,7 @@ func (i *idleness) note(counted bool) {
 // sync notes whether the child is idle (and not yet reported), and arms
 // the timer when it is and none is running.
 func (i *idleness) sync(ctx actor.Context, env *runtimeEnv, idle bool) {
-	if !idle || i.reported {
+	if !idle || i.reported || i.stopped {
 		i.since = time.Time{}
 		return
 	}
@@ -75,8 +76,11 @@ func (i *idleness) arm(ctx actor.Context, env *runtimeEnv, after time.Duration) 
 	i.stop = env.timers.SendOnce(after, ctx.Self(), &idleDue{seq: i.seq})
 }
 
-// cancel disarms the timer.
+// cancel disarms the timer for good: the child is stopping. Handling the
+// rest of Stopping leaves it idle, and a timer armed then would fire at the
+// stopped actor, a dead letter.
 func (i *idleness) cancel() {
+	i.stopped = true
 	if i.armed {
 		i.armed = false
 		i.stop()

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -88,6 +89,10 @@ func (a *latchActor) Receive(ctx actor.Context) {
 	case *latchRead:
 		a.inflight = false
 		switch {
+		case errors.Is(m.err, scripts.ErrWrongKind):
+			// The name is another kind's: waiting could only end with
+			// ctx (one kind per name).
+			a.release(m.err)
 		case m.err != nil:
 			// Awaiters keep waiting; the next tick reads again.
 			a.env.Log.Warn("actorlock: reading a count-down latch failed", "latch", a.key.Name, "error", m.err)
@@ -130,6 +135,7 @@ func (a *latchActor) read() {
 		if err != nil && scripts.IsNil(err) {
 			n, err = 0, nil
 		}
+		err = scripts.WrongType(ctx, env.Redis, name, err)
 		if err != nil {
 			err = sentinel.Op("read latch", name, err)
 		}

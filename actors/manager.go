@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -164,7 +165,7 @@ func (m *manager) routeOwned(ctx actor.Context, req proto.Message, kind messages
 		return
 	}
 	if err == nil {
-		err = fmt.Errorf("%w: nothing of lock %q is %s here by that owner_token", ErrNotOwner, name, what)
+		err = fmt.Errorf("%w: nothing of lock %s is %s here by that owner_token", ErrNotOwner, sentinel.Quote(name), what)
 	}
 	refuse(ctx, m.env, req, err)
 }

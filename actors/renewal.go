@@ -240,7 +240,7 @@ func (r *renewal) renewAll(ctx actor.Context) {
 		r.inFlight++
 		env.goCall(self, func(ctx context.Context) any {
 			for _, c := range chunks[:len(chunks)-1] {
-				env.System.Root.Send(self, runRenewals(ctx, env.Redis, env.Watchdog, c))
+				env.deliver(self, runRenewals(ctx, env.Redis, env.Watchdog, c))
 			}
 			d := runRenewals(ctx, env.Redis, env.Watchdog, chunks[len(chunks)-1])
 			d.last = true

@@ -65,7 +65,7 @@ func tokenOwner(runtimeID string, token ownerToken) string {
 	return runtimeID + ":" + hex.EncodeToString(h.Sum(nil)[:ownerTokenBytes])
 }
 
-// OwnerOfToken is TokenOwner for a token as messages carry it.
+// OwnerOfToken is actorkit.TokenOwner for a token as messages carry it.
 func OwnerOfToken(runtimeID, token string) (string, error) {
 	t, err := parseOwnerToken(token)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/actorlock/actorlock/internal/sentinel"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -177,7 +178,7 @@ func validateOwned(kind messages.Kind, name, requestID, token string, sender *ac
 	case requestID == "":
 		err = requestIDError()
 	case token == "":
-		err = fmt.Errorf("%w: no owner_token (only the owner of lock %q may do this; its token came in the AcquireResponse)", ErrNotOwner, name)
+		err = fmt.Errorf("%w: no owner_token (only the owner of lock %s may do this; its token came in the AcquireResponse)", ErrNotOwner, sentinel.Quote(name))
 	default:
 		err = validateOwnerToken(token)
 	}

@@ -19,7 +19,7 @@ import (
 // name costs one heap operation per lease or so, not one per renewal. Only
 // a move earlier reorders the heap at once.
 type wakeups struct {
-	root *actor.RootContext
+	root localSender
 
 	mu      sync.Mutex
 	entries wakeupHeap
@@ -40,7 +40,7 @@ type wakeup struct {
 
 type wakeupDue struct{ w *wakeup }
 
-func newWakeups(root *actor.RootContext) *wakeups { return &wakeups{root: root} }
+func newWakeups(root localSender) *wakeups { return &wakeups{root: root} }
 
 // set arms w to send to to at (since epoch), earlier or later than before.
 func (ws *wakeups) set(w *wakeup, to *actor.PID, at time.Duration) {

@@ -27,7 +27,7 @@ func TestWakeupsFireEachEntryWhenDue(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { _ = sys.Root.PoisonFuture(pid).Wait() })
-	ws := newWakeups(sys.Root)
+	ws := newWakeups(localSender{sys.Root})
 	t.Cleanup(ws.stop)
 
 	var later, earlier, cancelled, plain wakeup

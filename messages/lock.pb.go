@@ -21,7 +21,7 @@
 // owner actor in the runtime's own process keeps its watchdog locks renewed
 // for as long as it lives; they are released when it stops. An owner actor
 // in another process must prove it is alive: send a RenewRequest for each
-// lock at least every lease/3 (actorlock.KeeperProps does it for you). When
+// lock at least every lease/3 (actorkit.KeeperProps does it for you). When
 // the runtime has seen none for a whole watchdog lease, it stops renewing
 // the lock, releases it and pushes a LockLost to the owner actor. A
 // Terminated for a remote owner actor (it stopped, or its node's connection

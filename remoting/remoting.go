@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/internal/ext"
 )
 
@@ -36,7 +37,7 @@ import (
 // actors".
 type Config struct {
 	// Addr is the host:port the node listens on. Default "127.0.0.1:0":
-	// loopback, on a free port (Runtime.RemoteAddress tells which). The host must
+	// loopback, on a free port (actorkit.RemoteAddress tells which). The host must
 	// be explicit: an empty or unspecified one (":8090", "0.0.0.0:8090",
 	// "[::]:8090") listens on every interface, and is refused unless
 	// AllInterfaces is set.
@@ -54,7 +55,7 @@ type Config struct {
 	// Addr may talk to.
 	TLS *TLS
 	// Name is the name the runtime's PID is registered under: peers send to
-	// actor.NewPID(<node address>, Name). Default actorlock.DefaultRemoteName.
+	// actor.NewPID(<node address>, Name). Default actorkit.DefaultRemoteName.
 	Name string
 }
 
@@ -93,14 +94,14 @@ func (t *TLS) check() error {
 // WithRemote starts protoactor remote on the runtime's own actor system,
 // before its actors (so their PIDs carry the node's address), registers the
 // runtime's PID under rc.Name, and stops the remote at Close. It cannot be
-// combined with actorlock.WithActorSystem: on your own system, configure
+// combined with actorkit.WithActorSystem: on your own system, configure
 // and start remote yourself (see Options), and stop it yourself after
-// Close; actorlock.WithName then gives the runtime's PID its well-known
+// Close; actorkit.WithName then gives the runtime's PID its well-known
 // name.
 func WithRemote(rc Config) actorlock.Option {
 	s := ext.Server{Name: rc.Name}
 	if s.Name == "" {
-		s.Name = actorlock.DefaultRemoteName
+		s.Name = actorkit.DefaultRemoteName
 	}
 	if _, _, err := rc.listenAddr(); err != nil {
 		s.Err = fmt.Errorf("%w: %w", actorlock.ErrInvalidArgument, err)

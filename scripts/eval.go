@@ -106,7 +106,7 @@ func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *
 		return failedCmd(ctx, err)
 	}
 	if err != nil {
-		cmd.SetErr(err)
+		cmd.SetErr(wrongKind(err))
 	}
 	return cmd
 }
@@ -117,7 +117,8 @@ func (s script) run(ctx context.Context, c Client, keys []string, args ...any) *
 func (s script) evalOnce(ctx context.Context, c Client, keys []string, args ...any) (any, error) {
 	s.observe(ctx)
 	v := s.variantFor(c)
-	return bounded(ctx, func() (any, error) { return v.evalOnce(ctx, c, keys, args) })
+	res, err := bounded(ctx, func() (any, error) { return v.evalOnce(ctx, c, keys, args) })
+	return res, wrongKind(err)
 }
 
 func (v variant) evalOnce(ctx context.Context, c Client, keys []string, args []any) (any, error) {

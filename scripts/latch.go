@@ -17,9 +17,9 @@ var (
 	//go:embed latch_delete.lua
 	latchDeleteLua string
 
-	latchTrySet    = newScript(latchTrySetLua)
-	latchCountDown = newScript(latchCountDownLua)
-	latchDelete    = newScript(latchDeleteLua)
+	latchTrySet    = newScript(kindLua, latchTrySetLua)
+	latchCountDown = newScript(kindLua, latchCountDownLua)
+	latchDelete    = newScript(kindLua, latchDeleteLua)
 )
 
 // LatchChannel is where a count-down latch announces "0" (reached zero) and

@@ -6,6 +6,7 @@
 -- Returns the new count (0 when it reached zero: the key is deleted and "0"
 -- published; no key at all stays at 0). A re-attempt returns the first
 -- result without counting down again.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local prior = redis.call('get', KEYS[2])
 if prior then
   return tonumber(prior)

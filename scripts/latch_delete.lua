@@ -5,6 +5,7 @@
 -- ARGV[1] channel redisson_countdownlatch__channel__{name}
 -- ARGV[2] marker TTL ms
 -- Returns 1 if it existed, else 0; a re-attempt returns the first result.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local prior = redis.call('get', KEYS[2])
 if prior then
   return tonumber(prior)

@@ -7,6 +7,7 @@
 -- ARGV[3] marker TTL ms
 -- Returns 1 if set now (and "1", a new count, published), 0 if already set;
 -- a re-attempt returns the first result.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local prior = redis.call('get', KEYS[2])
 if prior then
   return tonumber(prior)

@@ -3,6 +3,7 @@ package scripts
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,11 +81,15 @@ func grantScript(ctx context.Context, c Client, s script, g Guard, name string, 
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			// The script's first access to the key failed: nothing written.
-			return Grant{}, fmt.Errorf("%w: its key is of another Redis type", ErrWrongKind)
+			return Grant{}, refused(ctx, c, keys[0], errors.New("its key is of another Redis type"))
 		}
 		return Grant{}, err
 	}
-	return grantOf(v)
+	grant, err := grantOf(v)
+	if errors.Is(err, ErrWrongKind) {
+		return grant, refused(ctx, c, keys[0], err)
+	}
+	return grant, err
 }
 
 func grantOf(v []int64) (Grant, error) {

@@ -34,13 +34,13 @@ var (
 	//go:embed queue_give_back.lua
 	queueGiveBackLua string
 
-	queueOffer           = newScript(queueOfferLua)
-	queueMove            = newScript(queueMoveLua)
+	queueOffer           = newScript(kindLua, queueOfferLua)
+	queueMove            = newScript(kindLua, queueMoveLua)
 	queueDelayedPoll     = newScript(queueDelayedPollLua)
 	queueDelayedContains = newScript(queueDelayedContainsLua)
 	queueDelayedRemove   = newScript(queueDelayedRemoveLua)
-	queuePush            = newScript(queuePushLua)
-	queueGiveBack        = newScript(queueGiveBackLua)
+	queuePush            = newScript(kindLua, queuePushLua)
+	queueGiveBack        = newScript(kindLua, queueGiveBackLua)
 )
 
 // MaxMoveBatch is the most items one move call takes out of a delayed queue,
@@ -84,7 +84,7 @@ type OfferArgs struct {
 // it with the same arguments when its outcome is unknown.
 func OfferDelayed(ctx context.Context, c Client, a OfferArgs) (bool, error) {
 	res, err := queueOffer.evalOnce(ctx, c,
-		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), requestKey(a.Name, a.RequestID)},
+		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), requestKey(a.Name, a.RequestID), a.Name},
 		a.Member, max(ms(a.Delay), 0), DelayChannel(a.Name), ms(a.MarkerTTL))
 	if err != nil {
 		return false, err
@@ -199,7 +199,7 @@ func Pop(ctx context.Context, c Client, name string) ([]byte, bool, error) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, WrongType(ctx, c, name, err)
 	}
 	return v, true, nil
 }
@@ -215,7 +215,7 @@ func BlockingPop(ctx context.Context, c redis.Cmdable, name string, timeout time
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, WrongType(ctx, c, name, err)
 	}
 	if len(v) != 2 {
 		return nil, false, fmt.Errorf("scripts: unexpected blpop reply %v", v)

@@ -5,6 +5,7 @@
 -- ARGV[1] value
 -- ARGV[2] marker TTL ms
 -- Returns 1 when pushed now, 0 when an earlier attempt of this request did.
+local bad = wrong_kind(KEYS[1], 'list') if bad then return bad end -- one kind per name (kind.lua)
 if redis.call('exists', KEYS[2]) == 1 then
   return 0
 end

@@ -101,6 +101,9 @@ end
 -- and one LTRIM removes them, which keeps a move O(batch) instead of one
 -- list scan (LREM) per item. Otherwise only tied items need their places.
 if #members > 0 then
+  -- One kind per name (kind.lua), checked only when there is something to
+  -- move: a mover with nothing due stays quiet whatever the name holds.
+  local bad = wrong_kind(KEYS[1], 'list') if bad then return bad end
   local head = redis.call('lrange', KEYS[3], 0, #members - 1)
   local atHead = #head == #members
   local inHead = {}

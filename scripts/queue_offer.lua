@@ -2,6 +2,7 @@
 -- KEYS[1] redisson_delay_queue_timeout:{name}  ZSET member -> due ms
 -- KEYS[2] redisson_delay_queue:{name}          LIST of members, insertion order
 -- KEYS[3] request marker actorlock_request:{name}:<requestId>
+-- KEYS[4] destination LIST <name>, only checked (one kind per name)
 -- ARGV[1] member: byte 8, 8 random bytes, 8-byte little-endian length, value
 -- ARGV[2] delay ms (>= 0)
 -- ARGV[3] channel redisson_delay_queue_channel:{name}
@@ -13,6 +14,7 @@
 -- pending is found in the ZSET. An item due within the marker TTL could have
 -- been moved out before the re-attempt arrives, so such offers also leave a
 -- short-lived marker.
+local bad = wrong_kind(KEYS[4], 'list') if bad then return bad end -- one kind per name (kind.lua)
 if redis.call('exists', KEYS[3]) == 1 or redis.call('zscore', KEYS[1], ARGV[1]) then
   return 0
 end

@@ -37,14 +37,14 @@ var (
 	//go:embed semaphore_expirable_update.lua
 	semaphoreExpirableUpdateLua string
 
-	semaphoreAcquire            = newScript(semaphoreAcquireLua)
-	semaphoreAdd                = newScript(semaphoreAddLua)
-	semaphoreTrySet             = newScript(semaphoreTrySetLua)
-	semaphoreDrain              = newScript(semaphoreDrainLua)
-	semaphoreExpirableAcquire   = newScript(semaphoreExpirableLua, semaphoreExpirableAcquireLua)
-	semaphoreExpirableRelease   = newScript(semaphoreExpirableLua, semaphoreExpirableReleaseLua)
-	semaphoreExpirableAvailable = newScript(semaphoreExpirableLua, semaphoreExpirableAvailableLua)
-	semaphoreExpirableUpdate    = newScript(semaphoreExpirableLua, semaphoreExpirableUpdateLua)
+	semaphoreAcquire            = newScript(kindLua, semaphoreAcquireLua)
+	semaphoreAdd                = newScript(kindLua, semaphoreAddLua)
+	semaphoreTrySet             = newScript(kindLua, semaphoreTrySetLua)
+	semaphoreDrain              = newScript(kindLua, semaphoreDrainLua)
+	semaphoreExpirableAcquire   = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableAcquireLua)
+	semaphoreExpirableRelease   = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableReleaseLua)
+	semaphoreExpirableAvailable = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableAvailableLua)
+	semaphoreExpirableUpdate    = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableUpdateLua)
 )
 
 // SemaphoreChannel carries a semaphore's new permit count whenever permits

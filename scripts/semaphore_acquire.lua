@@ -6,6 +6,7 @@
 -- Returns {1, permits left} when taken, {0, permits available} when too few.
 -- A take leaves the marker, so a re-attempt after an unknown outcome does
 -- not take twice; a refusal changes nothing and needs none.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 if redis.call('exists', KEYS[2]) == 1 then
   return {1, tonumber(redis.call('get', KEYS[1]) or '0')}
 end

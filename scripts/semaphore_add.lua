@@ -7,6 +7,7 @@
 -- ARGV[3] marker TTL ms
 -- Returns the new count; a re-attempt of the same request returns the first
 -- result without adding again.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local prior = redis.call('get', KEYS[2])
 if prior then
   return tonumber(prior)

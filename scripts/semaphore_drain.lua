@@ -4,6 +4,7 @@
 -- ARGV[1] marker TTL ms
 -- Returns how many were taken (0 when none or the count is negative); a
 -- re-attempt returns the first result.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local prior = redis.call('get', KEYS[2])
 if prior then
   return tonumber(prior)

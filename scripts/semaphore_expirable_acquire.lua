@@ -14,6 +14,7 @@
 -- in the ZSET and does not take twice; if those permits expired before it
 -- arrived, they are returned to the pool and taken afresh, so that a caller
 -- is never handed a permit that anyone may reclaim.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local now = now_ms()
 local held = redis.call('zscore', KEYS[2], ARGV[3])
 if held and tonumber(held) > now then

@@ -12,6 +12,7 @@
 -- not held (expired and reclaimed already, released, or never taken). Every
 -- id found goes back, and the new count is published, as Redisson's release
 -- does. A re-attempt returns the first result.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local prior = redis.call('get', KEYS[4])
 if prior then
   local r, e, u = string.match(prior, '^(%d+) (%d+) (%d+)$')

@@ -11,6 +11,7 @@
 -- returns expired permits to the pool first, so an expired permit cannot be
 -- revived. A permit found in the legacy ZSET moves to the new one. Safe to
 -- re-run.
+local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
 local now = now_ms()
 reclaim(KEYS[1], KEYS[2], KEYS[3], ARGV[3], now)
 local expiry = forever

@@ -38,7 +38,7 @@ func TestDoRunsUnderTheLockAndUnlocks(t *testing.T) {
 
 	// fn's error comes back as is; the lock is released.
 	boom := errors.New("boom")
-	err = rt.Do(ctx, "do", func(context.Context) error { return boom })
+	err = rt.Lock("do").Do(ctx, func(context.Context) error { return boom })
 	assert.ErrorIs(t, err, boom)
 	locked, err = l.IsLocked(ctx)
 	require.NoError(t, err)

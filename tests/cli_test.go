@@ -45,23 +45,24 @@ func TestCLI(t *testing.T) {
 		r = cli("--json", "inspect", "cli:ours")
 		require.Equal(t, 0, r.code, r.stderr)
 		var o struct {
-			Kind  string
-			Token int64
-			Holds []struct {
-				Owner   string
-				Count   int64
+			Kind      string `json:"kind"`
+			LastToken int64  `json:"last_token"`
+			Holders   []struct {
+				Owner   string `json:"owner"`
+				Holds   int64  `json:"holds"`
 				Process struct {
-					Host string
-					PID  int
-				}
-			}
+					Host string `json:"host"`
+					PID  int    `json:"pid"`
+				} `json:"process"`
+			} `json:"holders"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &o), r.stdout)
 		assert.Equal(t, "lock", o.Kind)
-		assert.Equal(t, held.Token(), o.Token)
-		require.Len(t, o.Holds, 1)
-		assert.Equal(t, held.Owner(), o.Holds[0].Owner)
-		assert.Equal(t, os.Getpid(), o.Holds[0].Process.PID)
+		assert.Equal(t, held.Token(), o.LastToken)
+		require.Len(t, o.Holders, 1)
+		assert.Equal(t, held.Owner(), o.Holders[0].Owner)
+		assert.Equal(t, int64(1), o.Holders[0].Holds)
+		assert.Equal(t, os.Getpid(), o.Holders[0].Process.PID)
 	})
 
 	t.Run("inspect lock written by Redisson", func(t *testing.T) {
@@ -171,7 +172,10 @@ func TestCLI(t *testing.T) {
 		assert.Regexp(t, `next due:  \S+ \S+ \(in (59m|1h0m)`, r.stdout)
 		r = cli("--json", "queue", "stats", "cli:jobs")
 		require.Equal(t, 0, r.code, r.stderr)
-		var st struct{ Delayed, Ready int64 }
+		var st struct {
+			Delayed int64 `json:"delayed"`
+			Ready   int64 `json:"ready"`
+		}
 		require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 		assert.Equal(t, int64(2), st.Delayed)
 		assert.Equal(t, int64(1), st.Ready)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // dormantIdle is the idle timeout of these tests: a name whose only state
@@ -68,7 +69,7 @@ func TestDormantHoldServesEverything(t *testing.T) {
 	assert.Zero(t, rdb.Exists(ctx, "dormant:a").Val(), "released in Redis")
 	require.Eventually(t, func() bool {
 		st, err := rt.Stats(ctx)
-		return err == nil && st == actorlock.Stats{}
+		return err == nil && st == observe.Stats{}
 	}, 10*time.Second, 20*time.Millisecond, "nothing left for the name")
 }
 
@@ -109,7 +110,7 @@ func TestDormantHoldIsLostOnTime(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		st, err := rt.Stats(ctx)
-		return err == nil && st == actorlock.Stats{}
+		return err == nil && st == observe.Stats{}
 	}, 10*time.Second, 20*time.Millisecond, "nothing left once both are lost")
 }
 

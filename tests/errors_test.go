@@ -2,8 +2,10 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +170,7 @@ func TestErrorShape(t *testing.T) {
 		}},
 		{"do: refused", "err:dotry", []error{actorlock.ErrNotAcquired}, func(t *testing.T) error {
 			holdOther(t, "err:dotry")
-			return rt.Do(ctx, "err:dotry", func(context.Context) error { return nil }, actorlock.WaitTime(0))
+			return rt.Lock("err:dotry").Do(ctx, func(context.Context) error { return nil }, actorlock.WaitTime(0))
 		}},
 		{"locker: bad name", "", []error{actorlock.ErrInvalidArgument}, func(t *testing.T) error {
 			_, err := rt.Locker("")
@@ -354,4 +356,83 @@ func TestErrorShapeRedisError(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(err.Error(), "actorlock: "))
 	var netErr *net.OpError
 	assert.ErrorAs(t, err, &netErr, "the dial error")
+}
+
+// Issue 32 item 4: an error shows at most the first 100 bytes of a name,
+// with the name's length: a 70,000-byte name (refused: over 64 KiB) and a
+// 60,000-byte one (valid) give errors of a few hundred bytes, through
+// every kind of handle and error path. An empty name is an empty name,
+// whatever the primitive; a release of one permit says "1 permit".
+func TestErrorsShowNamesShortAndWordsRight(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const maxLen = 400
+	short := func(t *testing.T, err error, name string) {
+		t.Helper()
+		require.Error(t, err)
+		assert.Less(t, len(err.Error()), maxLen, "%.300s", err)
+		assert.Contains(t, err.Error(), fmt.Sprintf("%s (%d bytes)", strconv.Quote(name[:100]+"…"), len(name)), "the name's start, and its length")
+	}
+	calls := map[string]func(name string) error{
+		"lock": func(n string) error { _, err := rt.Lock(n).TryAcquire(ctx); return err },
+		"fair": func(n string) error { _, err := rt.FairLock(n).TryAcquire(ctx); return err },
+		"rw":   func(n string) error { _, err := rt.ReadWriteLock(n).WriteLocker().TryAcquire(ctx); return err },
+		"semaphore": func(n string) error {
+			_, err := rt.Semaphore(n).TrySetPermits(ctx, 1)
+			return err
+		},
+		"permit-expirable": func(n string) error { _, err := rt.PermitExpirableSemaphore(n).Available(ctx); return err },
+		"latch":            func(n string) error { return rt.CountDownLatch(n).CountDown(ctx) },
+		"queue":            func(n string) error { return rt.BlockingQueue(n).Offer(ctx, []byte("x")) },
+		"delayed": func(n string) error {
+			q := rt.DelayedQueue(n)
+			defer q.Close()
+			return q.Offer(ctx, []byte("x"), 0)
+		},
+		"locker": func(n string) error { _, err := rt.Locker(n); return err },
+	}
+	tooLong := strings.Repeat("n", 70_000)
+	for what, call := range calls {
+		t.Run("too-long/"+what, func(t *testing.T) {
+			err := call(tooLong)
+			assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
+			short(t, err, tooLong)
+		})
+	}
+	long := strings.Repeat("v", 60_000)
+	t.Run("long/not-acquired", func(t *testing.T) {
+		h, err := rt.Lock(long).Acquire(ctx)
+		require.NoError(t, err)
+		defer func() { _ = h.Unlock(ctx) }()
+		_, err = rt.Lock(long).TryAcquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		short(t, err, long)
+		_, err = rt.Semaphore(long).TrySetPermits(ctx, 1)
+		assert.ErrorIs(t, err, actorlock.ErrWrongKind)
+		short(t, err, long)
+		_, err = actorlock.MultiLock(rt.Lock("other"), rt.Lock(long)).TryAcquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrNotAcquired)
+		short(t, err, long)
+	})
+	t.Run("long/no-hash-tag", func(t *testing.T) {
+		name := "{" + long
+		_, err := rt.Lock(name).TryAcquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
+		assert.Less(t, len(err.Error()), maxLen, "%.300s", err)
+	})
+	t.Run("empty", func(t *testing.T) {
+		for what, call := range calls {
+			err := call("")
+			assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, what)
+			assert.ErrorContains(t, err, "empty name", what)
+			assert.NotContains(t, err.Error(), "lock name", what)
+		}
+	})
+	t.Run("one-permit", func(t *testing.T) {
+		require.NoError(t, rdb.HSet(ctx, "a-hash", "f", "1").Err())
+		err := rt.Semaphore("a-hash").Release(ctx, 1)
+		assert.ErrorIs(t, err, actorlock.ErrWrongKind)
+		assert.Contains(t, err.Error(), ": 1 permit: ")
+	})
 }

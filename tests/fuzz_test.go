@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -77,7 +78,7 @@ func FuzzRequests(f *testing.F) {
 	srv := startRedis(f)
 	rdb := client(f, srv.Addr)
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	rt := newRuntime(f, rdb, actorlock.WithActorSystem(sys), actorlock.WithWatchdog(10*time.Second))
+	rt := newRuntime(f, rdb, actorkit.WithActorSystem(sys), actorlock.WithWatchdog(10*time.Second))
 	ctx, cancel := context.WithCancel(context.Background())
 	f.Cleanup(cancel)
 	victim, err := rt.Lock("fuzz:victim").Acquire(ctx)
@@ -98,10 +99,10 @@ func FuzzRequests(f *testing.F) {
 		if _, ok := m.(*messages.CancelWaitRequest); ok {
 			// Answered through the wait it cancels, if any: check the
 			// runtime still answers instead.
-			sys.Root.Send(rt.PID(), m)
+			sys.Root.Send(actorkit.PID(rt), m)
 			m = &messages.AcquireRequest{Name: "fuzz:alive", Kind: messages.Kind_KIND_LOCK, RequestId: "alive", LeaseMs: 1000}
 		}
-		res, err := sys.Root.RequestFuture(rt.PID(), m, 5*time.Second).Result()
+		res, err := sys.Root.RequestFuture(actorkit.PID(rt), m, 5*time.Second).Result()
 		require.NoError(t, err, "no answer to %v", m)
 		require.Implements(t, (*proto.Message)(nil), res)
 		require.NoError(t, victim.Err(), "the Go caller's hold ended after %v", m)

@@ -52,7 +52,7 @@ func TestMultiLockCatchesOneLockThroughTwoRuntimes(t *testing.T) {
 	ctx := ctxFor(t, 10*time.Second)
 	for _, c := range []struct {
 		what string
-		m    *actorlock.Multi
+		m    *actorlock.Group
 	}{
 		{"one name, two runtimes", actorlock.MultiLock(rtA.Lock("x"), rtB.Lock("x"))},
 		{"one key, two prefixes", actorlock.MultiLock(prefixed.Lock("x"), rtB.Lock("app:x"))},
@@ -104,7 +104,7 @@ func TestMultiLockAcrossSentinelRuntimesNeedsAServerName(t *testing.T) {
 	plain := newRuntime(t, client(t, startRedis(t).Addr))
 	unnamed := newRuntime(t, failover())
 	ctx := ctxFor(t, 30*time.Second)
-	for _, m := range []*actorlock.Multi{
+	for _, m := range []*actorlock.Group{
 		actorlock.MultiLock(unnamed.Lock("x"), plain.Lock("y")),
 		actorlock.MultiLock(plain.Lock("y"), unnamed.Lock("x")),
 	} {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // redissonOwner is an owner id of the form Redisson writes: client UUID and
@@ -108,7 +109,7 @@ func testHoldersOfReadWriteLock(t *testing.T, ctx context.Context, rt *actorlock
 	require.NoError(t, err)
 	assert.Equal(t, "write", info.Mode)
 	require.Len(t, info.Holders, 1)
-	assert.Equal(t, actorlock.LockHolder{Owner: "writer", WriteCount: 1}, info.Holders[0])
+	assert.Equal(t, observe.LockHolder{Owner: "writer", WriteCount: 1}, info.Holders[0])
 	require.NoError(t, w.Unlock(ctx))
 }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
+	"github.com/actorlock/actorlock/observe"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -65,7 +67,7 @@ func TestBadInputGivesSentinelErrors(t *testing.T) {
 	for _, opt := range []actorlock.Option{
 		actorlock.WithWatchdog(-time.Second), actorlock.WithWatchdog(0), actorlock.WithIdleTimeout(0),
 		actorlock.WithCallTimeout(-1), actorlock.WithFencingCounterTTL(-1), actorlock.WithMaxHandoffs(-1),
-		actorlock.WithLogger(nil), actorlock.WithActorSystem(nil), nil,
+		actorlock.WithLogger(nil), actorkit.WithActorSystem(nil), nil,
 	} {
 		_, err = actorlock.New(c, opt)
 		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
@@ -272,7 +274,7 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 		took := time.Since(start)
 		require.Eventually(t, func() bool {
 			st, err := rt.Stats(ctx)
-			return err == nil && st == actorlock.Stats{}
+			return err == nil && st == observe.Stats{}
 		}, 30*time.Second, 50*time.Millisecond, "per-name state must go once idle")
 		return took
 	}
@@ -285,7 +287,7 @@ func TestManyNamesLeaveNoState(t *testing.T) {
 	}
 	processes := func() int {
 		n := 0
-		for _, shard := range rt.ActorSystem().ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, shard := range actorkit.System(rt).ProcessRegistry.LocalPIDs.LocalPIDs {
 			n += shard.Count()
 		}
 		return n

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -18,16 +19,16 @@ func TestRetriedRequestsActOnce(t *testing.T) {
 	t.Parallel()
 	_, rdb, rt := setup(t)
 	ctx := ctxFor(t, 20*time.Second)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	p := spawnProbe(t, sys)
 	const name = "msg-release-retry"
 
 	acquire := func(id, token string) *messages.AcquireResponse {
-		p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
 	}
 	release := func(id, token string) *messages.ReleaseResponse {
-		p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
 	}
 	r1 := acquire("a1", "")
@@ -35,7 +36,7 @@ func TestRetriedRequestsActOnce(t *testing.T) {
 	token := r1.OwnerToken
 	r2 := acquire("a2", token)
 	require.True(t, r2.Acquired)
-	owner, err := rt.TokenOwner(token)
+	owner, err := actorkit.TokenOwner(rt, token)
 	require.NoError(t, err)
 
 	r2again := acquire("a2", token)

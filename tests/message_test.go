@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -67,10 +68,10 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	t.Parallel()
 	_, rdb, rt := setup(t, actorlock.WithWatchdog(time.Second))
 	ctx := ctxFor(t, 20*time.Second)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	owner, intruder := spawnProbe(t, sys), spawnProbe(t, sys)
 
-	owner.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "a1", Name: "by-message", Kind: messages.Kind_KIND_LOCK, WaitMs: 1000})
+	owner.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "a1", Name: "by-message", Kind: messages.Kind_KIND_LOCK, WaitMs: 1000})
 	resp := receive[*messages.AcquireResponse](t, owner, 3*time.Second)
 	require.True(t, resp.Acquired, "%v", resp.Error)
 	assert.Equal(t, "a1", resp.RequestId)
@@ -86,7 +87,7 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	for k := range fields {
 		ownerID = k
 	}
-	want, err := rt.TokenOwner(token)
+	want, err := actorkit.TokenOwner(rt, token)
 	require.NoError(t, err)
 	assert.Equal(t, want, ownerID, "the owner in Redis is the token's")
 	assert.Equal(t, ownerID, resp.Owner)
@@ -97,10 +98,10 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	// another one, and naming the owner id is refused outright.
 	for i, req := range []*messages.ReleaseRequest{
 		{RequestId: "r1", Name: "by-message", Kind: messages.Kind_KIND_LOCK},
-		{RequestId: "r2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()},
+		{RequestId: "r2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorkit.NewOwnerToken()},
 		{RequestId: "r3", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID},
 	} {
-		intruder.send(sys, rt.PID(), req)
+		intruder.send(sys, actorkit.PID(rt), req)
 		rel := receive[*messages.ReleaseResponse](t, intruder, 3*time.Second)
 		want := messages.ErrorCode_ERROR_CODE_NOT_OWNER
 		if i == 2 {
@@ -112,11 +113,11 @@ func TestActorAcquiresByMessageAndOwnsTheLock(t *testing.T) {
 	// Nor take it over: naming the owner is refused, and another token is
 	// another owner, which finds the lock taken.
 	//lint:ignore SA1019 the deprecated field must be refused
-	intruder.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "a2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID})
+	intruder.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "a2", Name: "by-message", Kind: messages.Kind_KIND_LOCK, Owner: ownerID})
 	resp = receive[*messages.AcquireResponse](t, intruder, 3*time.Second)
 	assert.False(t, resp.Acquired)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode())
-	intruder.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "a3", Name: "by-message", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	intruder.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "a3", Name: "by-message", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorkit.NewOwnerToken()})
 	resp = receive[*messages.AcquireResponse](t, intruder, 3*time.Second)
 	assert.False(t, resp.Acquired)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_ACQUIRED, resp.GetError().GetCode())
@@ -140,11 +141,11 @@ func TestActorReleasesReentersAndIsToldOfLoss(t *testing.T) {
 	t.Parallel()
 	_, rdb, rt := setup(t, actorlock.WithWatchdog(900*time.Millisecond))
 	ctx := ctxFor(t, 20*time.Second)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	p := spawnProbe(t, sys)
 
 	acquire := func(id, token string) *messages.AcquireResponse {
-		p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: id, Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
 	}
 	r1 := acquire("1", "")
@@ -156,7 +157,7 @@ func TestActorReleasesReentersAndIsToldOfLoss(t *testing.T) {
 	assert.Greater(t, r2.FencingToken, r1.FencingToken)
 	token := r1.OwnerToken
 
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "3", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "3", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	rel := receive[*messages.ReleaseResponse](t, p, 3*time.Second)
 	require.Nil(t, rel.Error)
 	assert.False(t, rel.Released)
@@ -167,7 +168,7 @@ func TestActorReleasesReentersAndIsToldOfLoss(t *testing.T) {
 	assert.Equal(t, "msg-reentrant", lost.Name)
 	assert.Equal(t, r1.FencingToken, lost.FencingToken, "the release took the newest hold; the first one was lost")
 
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "4", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "4", Name: "msg-reentrant", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	rel = receive[*messages.ReleaseResponse](t, p, 3*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode(), "nothing left to release")
 }
@@ -176,17 +177,17 @@ func TestActorCancelsAWaitingRequest(t *testing.T) {
 	t.Parallel()
 	_, rdb, rt := setup(t)
 	ctx := ctxFor(t, 20*time.Second)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	h, err := rt.Lock("msg-cancel").Acquire(ctx)
 	require.NoError(t, err)
 	p, other := spawnProbe(t, sys), spawnProbe(t, sys)
 	// The requester chooses its token, so it can cancel before any response.
-	token := actorlock.NewOwnerToken()
-	p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, WaitIndefinitely: true, OwnerToken: token})
+	token := actorkit.NewOwnerToken()
+	p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, WaitIndefinitely: true, OwnerToken: token})
 	time.Sleep(100 * time.Millisecond)
 	// Only with that token: without it, or with another, the wait goes on.
-	for _, tok := range []string{"", actorlock.NewOwnerToken()} {
-		other.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, OwnerToken: tok})
+	for _, tok := range []string{"", actorkit.NewOwnerToken()} {
+		other.send(sys, actorkit.PID(rt), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, OwnerToken: tok})
 		c := receive[*messages.CancelResponse](t, other, 2*time.Second)
 		assert.False(t, c.Canceled)
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, c.GetError().GetCode())
@@ -196,14 +197,14 @@ func TestActorCancelsAWaitingRequest(t *testing.T) {
 		t.Fatalf("the waiter was answered: %v", m)
 	case <-time.After(100 * time.Millisecond):
 	}
-	other.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+	other.send(sys, actorkit.PID(rt), &messages.CancelRequest{RequestId: "w", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	assert.True(t, receive[*messages.CancelResponse](t, other, 2*time.Second).Canceled, "the token is the proof, whoever sends it")
 	resp := receive[*messages.AcquireResponse](t, p, 2*time.Second)
 	assert.False(t, resp.Acquired)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_CANCELED, resp.GetError().GetCode())
 
 	// A timed wait ends with NOT_ACQUIRED.
-	p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "t", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, WaitMs: 300})
+	p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "t", Name: "msg-cancel", Kind: messages.Kind_KIND_LOCK, WaitMs: 300})
 	resp = receive[*messages.AcquireResponse](t, p, 2*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_ACQUIRED, resp.GetError().GetCode())
 
@@ -214,7 +215,7 @@ func TestActorCancelsAWaitingRequest(t *testing.T) {
 func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 	t.Parallel()
 	_, _, rt := setup(t)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	p := spawnProbe(t, sys)
 	for _, req := range []*messages.AcquireRequest{
 		{RequestId: "1", Name: "", Kind: messages.Kind_KIND_LOCK},
@@ -236,7 +237,7 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 		{RequestId: "16", Name: "x", Kind: messages.Kind_KIND_LOCK, LeaseMs: 5}, // under MinLease
 		{RequestId: strings.Repeat("i", 257), Name: "x", Kind: messages.Kind_KIND_LOCK},
 	} {
-		p.send(sys, rt.PID(), req)
+		p.send(sys, actorkit.PID(rt), req)
 		resp := receive[*messages.AcquireResponse](t, p, 2*time.Second)
 		assert.False(t, resp.Acquired)
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode(), "request %.20q", req.RequestId)
@@ -251,36 +252,36 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 	}
 	// Releases, renewals and cancels with a malformed token, or naming an owner.
 	bad := strings.Repeat("z", 32)
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "b1", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "b1", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.ReleaseResponse](t, p, 2*time.Second).GetError().GetCode())
 	//lint:ignore SA1019 the deprecated field must be refused
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "b2", Name: "x", Kind: messages.Kind_KIND_LOCK, Owner: "someone"})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "b2", Name: "x", Kind: messages.Kind_KIND_LOCK, Owner: "someone"})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.ReleaseResponse](t, p, 2*time.Second).GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "b3", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
+	p.send(sys, actorkit.PID(rt), &messages.RenewRequest{RequestId: "b3", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.RenewResponse](t, p, 2*time.Second).GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "b4", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
+	p.send(sys, actorkit.PID(rt), &messages.CancelRequest{RequestId: "b4", Name: "x", Kind: messages.Kind_KIND_LOCK, OwnerToken: bad})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.CancelResponse](t, p, 2*time.Second).GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "b5", Name: "", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	p.send(sys, actorkit.PID(rt), &messages.RenewRequest{RequestId: "b5", Name: "", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorkit.NewOwnerToken()})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.RenewResponse](t, p, 2*time.Second).GetError().GetCode())
 	// Queue messages are bounded too: an oversized payload.
-	p.send(sys, rt.PID(), &messages.OfferRequest{RequestId: "o", Name: "q", Payload: make([]byte, 1<<20+1)})
+	p.send(sys, actorkit.PID(rt), &messages.OfferRequest{RequestId: "o", Name: "q", Payload: make([]byte, 1<<20+1)})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, receive[*messages.OfferResponse](t, p, 2*time.Second).GetError().GetCode())
 	// Releases and cancels of names nobody holds spawn nothing.
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
 	rel := receive[*messages.ReleaseResponse](t, p, 2*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "", Name: "never-held", Kind: messages.Kind_KIND_LOCK})
 	rel = receive[*messages.ReleaseResponse](t, p, 2*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, rel.GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "r", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorkit.NewOwnerToken()})
 	rel = receive[*messages.ReleaseResponse](t, p, 2*time.Second)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.CancelRequest{RequestId: "c", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	p.send(sys, actorkit.PID(rt), &messages.CancelRequest{RequestId: "c", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorkit.NewOwnerToken()})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, receive[*messages.CancelResponse](t, p, 2*time.Second).GetError().GetCode())
-	p.send(sys, rt.PID(), &messages.RenewRequest{RequestId: "n", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorlock.NewOwnerToken()})
+	p.send(sys, actorkit.PID(rt), &messages.RenewRequest{RequestId: "n", Name: "never-held", Kind: messages.Kind_KIND_LOCK, OwnerToken: actorkit.NewOwnerToken()})
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, receive[*messages.RenewResponse](t, p, 2*time.Second).GetError().GetCode())
 	// Without a sender nobody can be answered or own anything: dropped.
-	sys.Root.Send(rt.PID(), &messages.AcquireRequest{RequestId: "x", Name: "x", Kind: messages.Kind_KIND_LOCK})
+	sys.Root.Send(actorkit.PID(rt), &messages.AcquireRequest{RequestId: "x", Name: "x", Kind: messages.Kind_KIND_LOCK})
 	st, err := rt.Stats(ctxFor(t, time.Second))
 	require.NoError(t, err)
 	assert.Zero(t, st.LockActors)

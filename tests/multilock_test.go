@@ -178,7 +178,7 @@ func TestMultiLockBadInput(t *testing.T) {
 	t.Parallel()
 	_, _, rt := setup(t)
 	ctx := ctxFor(t, 5*time.Second)
-	for _, m := range []*actorlock.Multi{
+	for _, m := range []*actorlock.Group{
 		actorlock.MultiLock(),
 		actorlock.MultiLock(rt.Lock("a"), nil),
 		actorlock.MultiLock(rt.Lock("")),

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // BenchmarkAcquireUnlock measures one uncontended Acquire and Unlock with
@@ -33,7 +34,7 @@ func BenchmarkAcquireUnlock(b *testing.B) {
 				_ = tp.Shutdown(context.Background())
 				_ = mp.Shutdown(context.Background())
 			})
-			return []actorlock.Option{actorlock.WithMeterProvider(mp), actorlock.WithTracerProvider(tp), actorlock.WithEvents(func(actorlock.Event) {})}
+			return []actorlock.Option{actorlock.WithMeterProvider(mp), actorlock.WithTracerProvider(tp), actorlock.WithEvents(func(observe.Event) {})}
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

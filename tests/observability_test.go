@@ -21,6 +21,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // obsLease is the watchdog lease where timing matters: a loaded machine
@@ -102,13 +103,13 @@ func (m *metricsReader) count(name string, want map[string]string) uint64 {
 // eventLog records what WithEvents reports.
 type eventLog struct {
 	mu     sync.Mutex
-	events []actorlock.Event
+	events []observe.Event
 	added  chan struct{}
 }
 
 func newEventLog() (*eventLog, actorlock.Option) {
 	l := &eventLog{added: make(chan struct{}, 1)}
-	return l, actorlock.WithEvents(func(e actorlock.Event) {
+	return l, actorlock.WithEvents(func(e observe.Event) {
 		l.mu.Lock()
 		l.events = append(l.events, e)
 		l.mu.Unlock()
@@ -119,10 +120,10 @@ func newEventLog() (*eventLog, actorlock.Option) {
 	})
 }
 
-func (l *eventLog) of(kind actorlock.EventKind, name string) []actorlock.Event {
+func (l *eventLog) of(kind observe.EventKind, name string) []observe.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []actorlock.Event
+	var out []observe.Event
 	for _, e := range l.events {
 		if e.Kind == kind && e.Name == name {
 			out = append(out, e)
@@ -132,7 +133,7 @@ func (l *eventLog) of(kind actorlock.EventKind, name string) []actorlock.Event {
 }
 
 // wait returns the first event of kind for name, failing after d.
-func (l *eventLog) wait(t *testing.T, kind actorlock.EventKind, name string, d time.Duration) actorlock.Event {
+func (l *eventLog) wait(t *testing.T, kind observe.EventKind, name string, d time.Duration) observe.Event {
 	t.Helper()
 	deadline := time.After(d)
 	for {
@@ -452,7 +453,7 @@ func TestEventsAcquiredReleasedGaveUpHandedOff(t *testing.T) {
 
 	h, err := rt.Lock("e:a").Acquire(ctx)
 	require.NoError(t, err)
-	acq := log.wait(t, actorlock.EventAcquired, "e:a", 5*time.Second)
+	acq := log.wait(t, observe.EventAcquired, "e:a", 5*time.Second)
 	assert.Equal(t, h.Owner(), acq.Owner)
 	assert.Equal(t, h.Token(), acq.Token)
 	assert.Equal(t, "lock", acq.LockKind)
@@ -461,14 +462,14 @@ func TestEventsAcquiredReleasedGaveUpHandedOff(t *testing.T) {
 	started := time.Now()
 	_, err = rt.Lock("e:a").Acquire(ctx, actorlock.WaitTime(time.Second))
 	require.ErrorIs(t, err, actorlock.ErrNotAcquired)
-	gave := log.wait(t, actorlock.EventGaveUp, "e:a", 5*time.Second)
+	gave := log.wait(t, observe.EventGaveUp, "e:a", 5*time.Second)
 	assert.ErrorIs(t, gave.Err, actorlock.ErrNotAcquired)
 	assert.GreaterOrEqual(t, gave.Wait, time.Second)
 	assert.LessOrEqual(t, gave.Wait, time.Since(started))
-	assert.Empty(t, log.of(actorlock.EventGaveUp, "e:other"))
+	assert.Empty(t, log.of(observe.EventGaveUp, "e:other"))
 
 	require.NoError(t, h.Unlock(ctx))
-	rel := log.wait(t, actorlock.EventReleased, "e:a", 5*time.Second)
+	rel := log.wait(t, observe.EventReleased, "e:a", 5*time.Second)
 	assert.Equal(t, h.Token(), rel.Token)
 	assert.Equal(t, h.Owner(), rel.Owner)
 	assert.NoError(t, rel.Err)
@@ -488,14 +489,14 @@ func TestEventsAcquiredReleasedGaveUpHandedOff(t *testing.T) {
 	require.NoError(t, f.Unlock(ctx))
 	w := <-got
 	require.NotNil(t, w)
-	ho := log.wait(t, actorlock.EventHandedOff, "e:f", 5*time.Second)
+	ho := log.wait(t, observe.EventHandedOff, "e:f", 5*time.Second)
 	assert.Equal(t, f.Owner(), ho.From)
 	assert.Equal(t, w.Owner(), ho.Owner)
 	assert.Equal(t, "fair", ho.LockKind)
 	require.NoError(t, w.Unlock(ctx))
-	require.Eventually(t, func() bool { return len(log.of(actorlock.EventReleased, "e:f")) == 2 }, 5*time.Second, 10*time.Millisecond)
-	assert.Len(t, log.of(actorlock.EventAcquired, "e:f"), 2)
-	assert.Len(t, log.of(actorlock.EventAcquired, "e:a"), 1)
+	require.Eventually(t, func() bool { return len(log.of(observe.EventReleased, "e:f")) == 2 }, 5*time.Second, 10*time.Millisecond)
+	assert.Len(t, log.of(observe.EventAcquired, "e:f"), 2)
+	assert.Len(t, log.of(observe.EventAcquired, "e:a"), 1)
 
 	// Close releases what is held, and delivers the events before it
 	// returns.
@@ -504,12 +505,14 @@ func TestEventsAcquiredReleasedGaveUpHandedOff(t *testing.T) {
 	closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, rt.Close(closeCtx))
-	rels := log.of(actorlock.EventReleased, "e:c")
+	rels := log.of(observe.EventReleased, "e:c")
 	require.Len(t, rels, 1)
 	assert.ErrorIs(t, rels[0].Err, actorlock.ErrClosed)
 	assert.Equal(t, c.Token(), rels[0].Token)
 	assert.Empty(t, rt.Held())
-	assert.Zero(t, rt.DroppedEvents())
+	st, err := rt.Stats(ctx)
+	assert.ErrorIs(t, err, actorlock.ErrClosed)
+	assert.Zero(t, st.DroppedEvents, "no event dropped, Close's releases included")
 }
 
 // A lost hold is reported once, with its reason, whatever lost it.
@@ -564,18 +567,18 @@ func TestEventsLost(t *testing.T) {
 				_, err := rt.Lock("e:lost").TryAcquire(h.Context())
 				require.ErrorIs(t, err, actorlock.ErrLost)
 			}
-			e := log.wait(t, actorlock.EventLost, "e:lost", 2*obsLease+5*time.Second)
+			e := log.wait(t, observe.EventLost, "e:lost", 2*obsLease+5*time.Second)
 			assert.Equal(t, tc.reason, e.Reason)
 			assert.ErrorIs(t, e.Err, actorlock.ErrLost)
 			assert.Equal(t, h.Err(), e.Err, "the event carries the Held's Err")
 			assert.Equal(t, h.Token(), e.Token)
 			assert.Equal(t, h.Owner(), e.Owner)
-			assert.Empty(t, log.of(actorlock.EventReleased, "e:lost"))
+			assert.Empty(t, log.of(observe.EventReleased, "e:lost"))
 			assert.Empty(t, rt.Held())
 			closeCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			require.NoError(t, rt.Close(closeCtx))
-			assert.Len(t, log.of(actorlock.EventLost, "e:lost"), 1, "reported once")
+			assert.Len(t, log.of(observe.EventLost, "e:lost"), 1, "reported once")
 		})
 	}
 }
@@ -597,14 +600,14 @@ func TestEventsRenewalFailedCarriesTheError(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, srv.Kill()) // renewals now fail at once: connection refused
 
-	e := log.wait(t, actorlock.EventRenewalFailed, "e:renew", obsLease)
+	e := log.wait(t, observe.EventRenewalFailed, "e:renew", obsLease)
 	assert.Equal(t, h.Owner(), e.Owner)
 	require.Error(t, e.Err)
 	var opErr *net.OpError
 	assert.True(t, errors.As(e.Err, &opErr), "the Redis client's error: %v", e.Err)
 	assert.NoError(t, h.Err(), "not lost yet: the lease is not over")
 
-	lost := log.wait(t, actorlock.EventLost, "e:renew", obsLease+5*time.Second)
+	lost := log.wait(t, observe.EventLost, "e:renew", obsLease+5*time.Second)
 	assert.Equal(t, "renewal_failed", lost.Reason)
 	assert.GreaterOrEqual(t, m.sum("actorlock.renewal.failures", nil), int64(1))
 	assert.EqualValues(t, 1, m.sum("actorlock.lost", map[string]string{"reason": "renewal_failed"}))

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -171,10 +172,10 @@ func TestKeyPrefixMapsMessageNames(t *testing.T) {
 	rdb := client(t, srv.Addr)
 	rt := newRuntime(t, client(t, srv.Addr), actorlock.WithKeyPrefix("app:"))
 	ctx := ctxFor(t, 20*time.Second)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	p := spawnProbe(t, sys)
 	req := &messages.AcquireRequest{RequestId: "a", Name: "orders:7", Kind: messages.Kind_KIND_LOCK}
-	p.send(sys, rt.PID(), req)
+	p.send(sys, actorkit.PID(rt), req)
 	got := receive[*messages.AcquireResponse](t, p, 5*time.Second)
 	require.True(t, got.Acquired, "%v", got.GetError())
 	assert.Equal(t, "orders:7", req.Name, "the sender's message is left as it was")
@@ -186,7 +187,7 @@ func TestKeyPrefixMapsMessageNames(t *testing.T) {
 	// lost.
 	require.NoError(t, rdb.Del(ctx, "app:orders:7").Err())
 	require.NoError(t, rdb.HSet(ctx, "app:orders:7", "someone-else:1", 1).Err())
-	p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "r", Name: "orders:7", Kind: messages.Kind_KIND_LOCK, OwnerToken: got.OwnerToken})
+	p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "r", Name: "orders:7", Kind: messages.Kind_KIND_LOCK, OwnerToken: got.OwnerToken})
 	// The owner hears of the loss, then gets the release's answer.
 	lost := receive[*messages.LockLost](t, p, 5*time.Second)
 	assert.Equal(t, "orders:7", lost.Name, "named as the owner asked")
@@ -197,7 +198,7 @@ func TestKeyPrefixMapsMessageNames(t *testing.T) {
 	ok, err := s.TrySetPermits(ctx, 1)
 	require.NoError(t, err)
 	require.True(t, ok)
-	p.send(sys, rt.PID(), &messages.SemaphoreAcquireRequest{RequestId: "s", Name: "pool", Permits: 1})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreAcquireRequest{RequestId: "s", Name: "pool", Permits: 1})
 	sem := receive[*messages.SemaphoreAcquireResponse](t, p, 5*time.Second)
 	require.True(t, sem.Acquired, "%v", sem.GetError())
 	assert.Equal(t, "0", rdb.Get(ctx, "app:pool").Val(), "the message took the Go handle's permit")

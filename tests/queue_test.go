@@ -17,7 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // redissonMember packs a delayed item as Redisson's Lua does,
@@ -574,39 +576,39 @@ func TestQueueMessages(t *testing.T) {
 	eachDeployment(t, func(t *testing.T, d *deployment) {
 		rdb, rt := d.setup(t)
 		ctx := ctxFor(t, 20*time.Second)
-		sys := rt.ActorSystem()
+		sys := actorkit.System(rt)
 		p := spawnProbe(t, sys)
 
-		p.send(sys, rt.PID(), &messages.OfferRequest{RequestId: "o1", Name: "mq", Payload: []byte("now")})
+		p.send(sys, actorkit.PID(rt), &messages.OfferRequest{RequestId: "o1", Name: "mq", Payload: []byte("now")})
 		resp := receive[*messages.OfferResponse](t, p, 5*time.Second)
 		assert.Equal(t, "o1", resp.RequestId)
 		assert.Nil(t, resp.Error)
-		p.send(sys, rt.PID(), &messages.OfferRequest{RequestId: "o2", Name: "mq", Payload: []byte("later"), DelayMs: 300})
+		p.send(sys, actorkit.PID(rt), &messages.OfferRequest{RequestId: "o2", Name: "mq", Payload: []byte("later"), DelayMs: 300})
 		resp = receive[*messages.OfferResponse](t, p, 5*time.Second)
 		assert.Nil(t, resp.Error)
 
-		p.send(sys, rt.PID(), &messages.TakeRequest{RequestId: "t1", Name: "mq", WaitIndefinitely: true})
+		p.send(sys, actorkit.PID(rt), &messages.TakeRequest{RequestId: "t1", Name: "mq", WaitIndefinitely: true})
 		tr := receive[*messages.TakeResponse](t, p, 5*time.Second)
 		assert.True(t, tr.Taken)
 		assert.Equal(t, "now", string(tr.Payload))
 		start := time.Now()
-		p.send(sys, rt.PID(), &messages.TakeRequest{RequestId: "t2", Name: "mq", WaitMs: 5000})
+		p.send(sys, actorkit.PID(rt), &messages.TakeRequest{RequestId: "t2", Name: "mq", WaitMs: 5000})
 		tr = receive[*messages.TakeResponse](t, p, 5*time.Second)
 		assert.True(t, tr.Taken)
 		assert.Equal(t, "later", string(tr.Payload))
 		assert.Greater(t, time.Since(start), 150*time.Millisecond, "the delayed item waited for its due time")
 
 		// An empty queue: a single attempt, a bounded wait, a cancel.
-		p.send(sys, rt.PID(), &messages.TakeRequest{RequestId: "t3", Name: "mq"})
+		p.send(sys, actorkit.PID(rt), &messages.TakeRequest{RequestId: "t3", Name: "mq"})
 		tr = receive[*messages.TakeResponse](t, p, 5*time.Second)
 		assert.False(t, tr.Taken)
 		assert.Nil(t, tr.Error)
-		p.send(sys, rt.PID(), &messages.TakeRequest{RequestId: "t4", Name: "mq", WaitMs: 200})
+		p.send(sys, actorkit.PID(rt), &messages.TakeRequest{RequestId: "t4", Name: "mq", WaitMs: 200})
 		tr = receive[*messages.TakeResponse](t, p, 5*time.Second)
 		assert.False(t, tr.Taken)
-		p.send(sys, rt.PID(), &messages.TakeRequest{RequestId: "t5", Name: "mq", WaitIndefinitely: true})
+		p.send(sys, actorkit.PID(rt), &messages.TakeRequest{RequestId: "t5", Name: "mq", WaitIndefinitely: true})
 		time.Sleep(100 * time.Millisecond)
-		p.send(sys, rt.PID(), &messages.CancelWaitRequest{RequestId: "t5", Name: "mq", Kind: messages.WaitKind_WAIT_KIND_TAKE})
+		p.send(sys, actorkit.PID(rt), &messages.CancelWaitRequest{RequestId: "t5", Name: "mq", Kind: messages.WaitKind_WAIT_KIND_TAKE})
 		tr = receive[*messages.TakeResponse](t, p, 5*time.Second)
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_CANCELED, tr.GetError().GetCode())
 
@@ -615,11 +617,11 @@ func TestQueueMessages(t *testing.T) {
 			{RequestId: "", Name: "mq"}, {RequestId: "x", Name: ""}, {RequestId: "x", Name: "mq", WaitMs: -1},
 			{RequestId: "x", Name: "mq", WaitMs: 5, WaitIndefinitely: true},
 		} {
-			p.send(sys, rt.PID(), m)
+			p.send(sys, actorkit.PID(rt), m)
 			tr = receive[*messages.TakeResponse](t, p, 5*time.Second)
 			assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, tr.GetError().GetCode(), "%v", m)
 		}
-		p.send(sys, rt.PID(), &messages.OfferRequest{RequestId: "x", Name: "mq", DelayMs: -1})
+		p.send(sys, actorkit.PID(rt), &messages.OfferRequest{RequestId: "x", Name: "mq", DelayMs: -1})
 		resp = receive[*messages.OfferResponse](t, p, 5*time.Second)
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode())
 		n, err := rdb.LLen(ctx, "mq").Result()
@@ -673,7 +675,7 @@ func TestQueueBadInputAndClose(t *testing.T) {
 		assert.Equal(t, 3, st.PrimitiveActors)
 		require.Eventually(t, func() bool {
 			st, err := rt.Stats(ctx)
-			return err == nil && st == actorlock.Stats{}
+			return err == nil && st == observe.Stats{}
 		}, 5*time.Second, 20*time.Millisecond, "per-name state must go once idle")
 
 		took := make(chan error, 1)

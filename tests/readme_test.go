@@ -108,3 +108,26 @@ func main() { _ = api }
 `
 	buildProgram(t, src)
 }
+
+// TestReadmeLockWithATimeout builds the cookbook's "Lock with a timeout" as
+// the body of a function that returns an error: it must return on every
+// error before it defers the Unlock (it once fell through to it).
+func TestReadmeLockWithATimeout(t *testing.T) {
+	src := `package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/actorlock/actorlock"
+)
+
+func withTimeout(ctx context.Context, rt *actorlock.Runtime) error {
+` + readmeBlock(t, "<!-- timeout:") + `	return nil
+}
+
+func main() { _ = withTimeout }
+`
+	buildProgram(t, src)
+}

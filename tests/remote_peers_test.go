@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/internal/redisserver"
 )
 
@@ -28,10 +29,10 @@ import (
 func internalIDs(t *testing.T, rt *actorlock.Runtime) string {
 	t.Helper()
 	var ids []string
-	for _, bucket := range rt.ActorSystem().ProcessRegistry.LocalPIDs.LocalPIDs {
+	for _, bucket := range actorkit.System(rt).ProcessRegistry.LocalPIDs.LocalPIDs {
 		ids = append(ids, bucket.Keys()...)
 	}
-	ids = slices.DeleteFunc(ids, func(id string) bool { return id == rt.PID().Id || id == rt.NamedPID().Id })
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id == actorkit.PID(rt).Id || id == actorkit.NamedPID(rt).Id })
 	require.True(t, slices.ContainsFunc(ids, func(id string) bool { return strings.HasPrefix(id, "guardian") }),
 		"a supervision guardian among them (protoactor panicked on a message to one)")
 	return strings.Join(ids, ",")
@@ -181,7 +182,7 @@ func TestRemoteRequestsToInternalActorsAreRefused(t *testing.T) {
 func TestRemoteKeeperIgnoresForgedRenewResponses(t *testing.T) {
 	srv, _, rt := remoteSetup(t, 2*time.Second)
 	k := spawn(t, "remote-keeper", remoteEnv(srv, rt, map[string]string{
-		"KEEP_RUNTIME_ADDR": rt.RemoteAddress(), "KEEP_RUNTIME_ID": "nobody",
+		"KEEP_RUNTIME_ADDR": actorkit.RemoteAddress(rt), "KEEP_RUNTIME_ID": "nobody",
 	}))
 	pid := strings.Fields(k.expect(t, "KEEPER ", 10*time.Second))
 	require.Len(t, pid, 2)

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/internal/redisserver"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/remoting"
@@ -39,14 +40,14 @@ func remoteSetup(t *testing.T, lease time.Duration, opts ...actorlock.Option) (*
 	t.Helper()
 	opts = append([]actorlock.Option{actorlock.WithWatchdog(lease), remoting.WithRemote(remoting.Config{})}, opts...)
 	srv, rdb, rt := setup(t, opts...)
-	require.NotEmpty(t, rt.RemoteAddress())
-	require.True(t, strings.HasPrefix(rt.RemoteAddress(), "127.0.0.1:"), "loopback by default: %s", rt.RemoteAddress())
+	require.NotEmpty(t, actorkit.RemoteAddress(rt))
+	require.True(t, strings.HasPrefix(actorkit.RemoteAddress(rt), "127.0.0.1:"), "loopback by default: %s", actorkit.RemoteAddress(rt))
 	return srv, rdb, rt
 }
 
 // remoteEnv is the environment of a worker that talks to rt.
 func remoteEnv(srv *redisserver.Server, rt *actorlock.Runtime, extra map[string]string) map[string]string {
-	env := map[string]string{"REDIS_ADDR": srv.Addr, "SERVER_ADDR": rt.RemoteAddress()}
+	env := map[string]string{"REDIS_ADDR": srv.Addr, "SERVER_ADDR": actorkit.RemoteAddress(rt)}
 	for k, v := range extra {
 		env[k] = v
 	}
@@ -95,14 +96,14 @@ func waitFree(t *testing.T, rdb *redis.Client, name string, within time.Duration
 func TestRemoteOwnerHoldsWhileRenewingAndIsReleasedWhenKilled(t *testing.T) {
 	const lease = 2 * time.Second
 	srv, rdb, rt := remoteSetup(t, lease)
-	named := rt.NamedPID()
+	named := actorkit.NamedPID(rt)
 	require.NotNil(t, named)
-	assert.Equal(t, rt.RemoteAddress(), named.Address)
-	assert.Equal(t, actorlock.DefaultRemoteName, named.Id)
+	assert.Equal(t, actorkit.RemoteAddress(rt), named.Address)
+	assert.Equal(t, actorkit.DefaultRemoteName, named.Id)
 
 	w := spawn(t, "remote-owner", remoteEnv(srv, rt, map[string]string{"LOCK_NAME": "remote-kill"}))
 	g := acquired(t, w)
-	want, err := rt.TokenOwner(g.token)
+	want, err := actorkit.TokenOwner(rt, g.token)
 	require.NoError(t, err)
 	assert.Equal(t, want, g.owner, "the owner is the token's")
 	assert.Equal(t, lease, g.ttl)
@@ -166,7 +167,7 @@ func startCutOff(t *testing.T, env map[string]string, opts ...actorlock.Option) 
 	c := cutOff{toRuntime: startCutProxy(t, listen)}
 	var srv *redisserver.Server
 	srv, c.rdb, c.rt = setup(t, append(opts, remoting.WithRemote(remoting.Config{Addr: listen, AdvertisedAddr: c.toRuntime.Addr()}))...)
-	require.Equal(t, c.toRuntime.Addr(), c.rt.RemoteAddress())
+	require.Equal(t, c.toRuntime.Addr(), actorkit.RemoteAddress(c.rt))
 	ownerPort, err := redisserver.FreePort()
 	require.NoError(t, err)
 	c.toOwner = startCutProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(ownerPort)))
@@ -415,7 +416,7 @@ func TestRemoteOverMutualTLS(t *testing.T) {
 	// The same at the TLS level: the handshake is refused without a client
 	// certificate of the CA.
 	for _, presented := range [][]tls.Certificate{nil, {rogueCert}} {
-		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", rt.RemoteAddress(),
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", actorkit.RemoteAddress(rt),
 			&tls.Config{RootCAs: pool, Certificates: presented})
 		if err == nil {
 			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
@@ -444,7 +445,7 @@ func TestRemoteConfigIsChecked(t *testing.T) {
 		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "%+v", rc)
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	_, err := actorlock.New(rdb, actorlock.WithActorSystem(sys), remoting.WithRemote(remoting.Config{}))
+	_, err := actorlock.New(rdb, actorkit.WithActorSystem(sys), remoting.WithRemote(remoting.Config{}))
 	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "WithRemote starts the runtime's own system's remote")
 	sys.Shutdown()
 
@@ -462,7 +463,7 @@ func TestProtocolMessagesCrossTheWire(t *testing.T) {
 	// protoactor remote deserializes by the protobuf full name in the global
 	// registry: every message of the protocol must be found there and
 	// survive the round trip.
-	token := actorlock.NewOwnerToken()
+	token := actorkit.NewOwnerToken()
 	for _, fd := range []protoreflect.FileDescriptor{messages.File_lock_proto, messages.File_queue_proto} {
 		for i := range fd.Messages().Len() {
 			md := fd.Messages().Get(i)

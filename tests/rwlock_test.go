@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -311,10 +312,10 @@ func TestLockKindsByMessage(t *testing.T) {
 	t.Parallel()
 	eachDeployment(t, func(t *testing.T, d *deployment) {
 		rdb, rt := d.setup(t)
-		sys := rt.ActorSystem()
+		sys := actorkit.System(rt)
 		r1, r2, wr := spawnProbe(t, sys), spawnProbe(t, sys), spawnProbe(t, sys)
 		acquire := func(p *probe, id string, kind messages.Kind, wait int64) *messages.AcquireResponse {
-			p.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: id, Name: "msg-rw", Kind: kind, WaitMs: wait})
+			p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: "msg-rw", Kind: kind, WaitMs: wait})
 			return receive[*messages.AcquireResponse](t, p, 3*time.Second)
 		}
 		read1 := acquire(r1, "1", messages.Kind_KIND_READ, 0)
@@ -324,14 +325,14 @@ func TestLockKindsByMessage(t *testing.T) {
 		assert.False(t, acquire(wr, "1", messages.Kind_KIND_WRITE, 0).Acquired, "no writer while they read")
 
 		// A waiting writer gets it when both readers have released.
-		wrToken := actorlock.NewOwnerToken()
-		wr.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "2", Name: "msg-rw", Kind: messages.Kind_KIND_WRITE, WaitMs: 5000, OwnerToken: wrToken})
-		wr.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "3", Name: "msg-rw", Kind: messages.Kind_KIND_READ, OwnerToken: wrToken})
+		wrToken := actorkit.NewOwnerToken()
+		wr.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "2", Name: "msg-rw", Kind: messages.Kind_KIND_WRITE, WaitMs: 5000, OwnerToken: wrToken})
+		wr.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "3", Name: "msg-rw", Kind: messages.Kind_KIND_READ, OwnerToken: wrToken})
 		rel := receive[*messages.ReleaseResponse](t, wr, 3*time.Second)
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_OWNER, rel.GetError().GetCode(), "a writer cannot release readers' holds")
 		for i, p := range []*probe{r1, r2} {
 			token := []string{read1.OwnerToken, read2.OwnerToken}[i]
-			p.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "9", Name: "msg-rw", Kind: messages.Kind_KIND_READ, OwnerToken: token})
+			p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "9", Name: "msg-rw", Kind: messages.Kind_KIND_READ, OwnerToken: token})
 			require.Nil(t, receive[*messages.ReleaseResponse](t, p, 3*time.Second).Error)
 		}
 		got := receive[*messages.AcquireResponse](t, wr, 3*time.Second)
@@ -342,10 +343,10 @@ func TestLockKindsByMessage(t *testing.T) {
 
 		// A fair lock by message.
 		f := spawnProbe(t, sys)
-		f.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "f", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR})
+		f.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "f", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR})
 		fair := receive[*messages.AcquireResponse](t, f, 3*time.Second)
 		require.True(t, fair.Acquired)
-		f.send(sys, rt.PID(), &messages.ReleaseRequest{RequestId: "g", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR, OwnerToken: fair.OwnerToken})
+		f.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: "g", Name: "msg-fair", Kind: messages.Kind_KIND_FAIR, OwnerToken: fair.OwnerToken})
 		assert.True(t, receive[*messages.ReleaseResponse](t, f, 3*time.Second).Released)
 	})
 }

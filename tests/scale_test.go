@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // Names touched one after another, some of them contended (the waiter
@@ -61,7 +62,7 @@ func TestNamesTouchedOneAfterAnotherLeaveNoState(t *testing.T) {
 	assert.True(t, sawState, "a waited-for name has a lock actor (else the check below proves nothing)")
 	require.Eventually(t, func() bool {
 		st, err := rt.Stats(ctx)
-		return err == nil && st == actorlock.Stats{}
+		return err == nil && st == observe.Stats{}
 	}, 20*time.Second, 20*time.Millisecond, "per-name state must go once idle")
 	channels, err := rdb.PubSubChannels(ctx, "*").Result()
 	require.NoError(t, err)

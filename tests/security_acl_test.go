@@ -201,6 +201,12 @@ var aclProbes = map[string]aclProbe{
 		<-done
 		return e.full.BlockingQueue(e.name).Offer(ctx, []byte("x"))
 	},
+	"+type": func(ctx context.Context, e probeEnv) error {
+		// The scripts of the semaphores, the latch and the queues check
+		// the name's kind first (one kind per name).
+		_, err := e.rt.CountDownLatch(e.name).TrySetCount(ctx, 1)
+		return err
+	},
 	"+setnx": func(ctx context.Context, e probeEnv) error {
 		_, err := e.rt.Semaphore(e.name).TrySetPermits(ctx, 1)
 		return err

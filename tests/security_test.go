@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/internal/redisserver"
 	"github.com/actorlock/actorlock/messages"
 )
@@ -40,7 +41,7 @@ const aclSetUser = "ACL SETUSER actorlock reset on >PASSWORD ~* resetchannels &r
 	" +evalsha +eval +subscribe +unsubscribe +ping +exists +get +hget +hmget +pttl +llen +lpop +blpop +del" +
 	" +time +set +incr +hset +hincrby +hexists +hdel +hlen +hkeys +pexpire +publish" +
 	" +lindex +lrange +lrem +lpos +rpush +lpush +ltrim +zadd +zrem +zscore +zrange +zrangebyscore" +
-	" +decr +decrby +incrby +setnx"
+	" +decr +decrby +incrby +setnx +type"
 
 // aclClusterGrants are what a Redis Cluster adds to aclSetUser: sharded
 // pub/sub (SSUBSCRIBE, and SPUBLISH inside the scripts), the topology
@@ -338,11 +339,11 @@ func TestSecretsStayOutOfErrorsAndLogs(t *testing.T) {
 		_, err := rt.BlockingQueue("jobs").Take(ctx)
 		waiting <- err
 	}()
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	owner := spawnProbe(t, sys)
 	time.Sleep(200 * time.Millisecond)
 	require.NoError(t, srv.Stop())
-	owner.send(sys, rt.PID(), &messages.AcquireRequest{RequestId: "r1", Name: "held", Kind: messages.Kind_KIND_LOCK, WaitMs: 500})
+	owner.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: "r1", Name: "held", Kind: messages.Kind_KIND_LOCK, WaitMs: 500})
 	resp := receive[*messages.AcquireResponse](t, owner, 10*time.Second)
 	require.NotNil(t, resp.Error)
 	note(errors.New(resp.Error.Message))
@@ -356,7 +357,7 @@ func TestSecretsStayOutOfErrorsAndLogs(t *testing.T) {
 	note(held.Err())
 	note(held.Unlock(ctx))
 	note(fair.Unlock(ctx))
-	rt.ActorSystem().Root.Stop(owner.pid)
+	actorkit.System(rt).Root.Stop(owner.pid)
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	note(rt.Close(cctx))
 	cancel()

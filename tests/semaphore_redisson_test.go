@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/primitive"
 )
 
 // redissonPES plays Redisson 4.7's RPermitExpirableSemaphore: the scripts
@@ -290,7 +291,7 @@ func TestPermitLayoutIsRedissons(t *testing.T) {
 	require.NoError(t, err)
 	assert.NoError(t, rdb.ZScore(ctx, "pl{t}:timeout", permitMember(t, id)).Err())
 
-	for _, n := range []int64{0, -1, actorlock.MaxPermitsPerCall + 1} {
+	for _, n := range []int64{0, -1, primitive.MaxPermitsPerCall + 1} {
 		_, err := s.AcquirePermits(ctx, n, time.Second)
 		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, "n=%d", n)
 		_, _, err = s.TryAcquirePermits(ctx, n, time.Second)

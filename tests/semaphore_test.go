@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -209,17 +210,17 @@ func TestSemaphoreMessages(t *testing.T) {
 	t.Parallel()
 	_, _, rt := setup(t)
 	ctx := ctxFor(t, 20*time.Second)
-	sys := rt.ActorSystem()
+	sys := actorkit.System(rt)
 	p := spawnProbe(t, sys)
 
-	p.send(sys, rt.PID(), &messages.SemaphoreAcquireRequest{RequestId: "a1", Name: "msem", Permits: 1, WaitIndefinitely: true})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreAcquireRequest{RequestId: "a1", Name: "msem", Permits: 1, WaitIndefinitely: true})
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case m := <-p.inbox:
 		t.Fatalf("answered with no permit available: %v", m)
 	default:
 	}
-	p.send(sys, rt.PID(), &messages.SemaphoreReleaseRequest{RequestId: "r1", Name: "msem", Permits: 1})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreReleaseRequest{RequestId: "r1", Name: "msem", Permits: 1})
 	// The woken acquire may answer before the release does: take both, in
 	// either order (receive drops what it was not asked for).
 	var rel *messages.SemaphoreReleaseResponse
@@ -242,21 +243,21 @@ func TestSemaphoreMessages(t *testing.T) {
 	assert.Equal(t, "a1", acq.RequestId)
 	assert.True(t, acq.Acquired)
 
-	p.send(sys, rt.PID(), &messages.SemaphoreAcquireRequest{RequestId: "a2", Name: "msem", Permits: 1, WaitMs: 200})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreAcquireRequest{RequestId: "a2", Name: "msem", Permits: 1, WaitMs: 200})
 	acq = receive[*messages.SemaphoreAcquireResponse](t, p, 5*time.Second)
 	assert.False(t, acq.Acquired)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_NOT_ACQUIRED, acq.GetError().GetCode())
 
 	_, err := rt.PermitExpirableSemaphore("mpes").TrySetPermits(ctx, 1)
 	require.NoError(t, err)
-	p.send(sys, rt.PID(), &messages.SemaphoreAcquireRequest{RequestId: "e1", Name: "mpes", Expirable: true, LeaseMs: 10_000})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreAcquireRequest{RequestId: "e1", Name: "mpes", Expirable: true, LeaseMs: 10_000})
 	acq = receive[*messages.SemaphoreAcquireResponse](t, p, 5*time.Second)
 	require.True(t, acq.Acquired)
 	require.NotEmpty(t, acq.PermitId)
-	p.send(sys, rt.PID(), &messages.SemaphoreReleaseRequest{RequestId: "e2", Name: "mpes", Expirable: true, PermitId: acq.PermitId})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreReleaseRequest{RequestId: "e2", Name: "mpes", Expirable: true, PermitId: acq.PermitId})
 	rel = receive[*messages.SemaphoreReleaseResponse](t, p, 5*time.Second)
 	assert.True(t, rel.Released)
-	p.send(sys, rt.PID(), &messages.SemaphoreReleaseRequest{RequestId: "e3", Name: "mpes", Expirable: true, PermitId: acq.PermitId})
+	p.send(sys, actorkit.PID(rt), &messages.SemaphoreReleaseRequest{RequestId: "e3", Name: "mpes", Expirable: true, PermitId: acq.PermitId})
 	rel = receive[*messages.SemaphoreReleaseResponse](t, p, 5*time.Second)
 	assert.False(t, rel.Released)
 	assert.Equal(t, messages.ErrorCode_ERROR_CODE_LOST, rel.GetError().GetCode())
@@ -266,7 +267,7 @@ func TestSemaphoreMessages(t *testing.T) {
 		{RequestId: "x", Name: "msem", Permits: 1, WaitMs: -1}, {RequestId: "x", Name: "mpes", Expirable: true, Permits: 2},
 		{RequestId: "x", Name: "msem", Permits: 1, LeaseMs: 5},
 	} {
-		p.send(sys, rt.PID(), m)
+		p.send(sys, actorkit.PID(rt), m)
 		acq = receive[*messages.SemaphoreAcquireResponse](t, p, 5*time.Second)
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, acq.GetError().GetCode(), "%v", m)
 	}

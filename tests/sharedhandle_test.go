@@ -46,7 +46,7 @@ func (l lockLocker) try(ctx context.Context) (heldLike, error) {
 	return h, nil
 }
 
-type multiLocker struct{ m *actorlock.Multi }
+type multiLocker struct{ m *actorlock.Group }
 
 func (m multiLocker) acquire(ctx context.Context, opts ...actorlock.AcquireOption) (heldLike, error) {
 	g, err := m.m.Acquire(ctx, opts...)
@@ -64,7 +64,7 @@ func (m multiLocker) try(ctx context.Context) (heldLike, error) {
 	return g, nil
 }
 
-type redLocker struct{ r *actorlock.Red }
+type redLocker struct{ r *actorlock.Group }
 
 func (r redLocker) acquire(ctx context.Context, opts ...actorlock.AcquireOption) (heldLike, error) {
 	g, err := r.r.Acquire(ctx, opts...)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -172,10 +173,10 @@ func workerRemoteKeeper(*actorlock.Runtime, redis.UniversalClient) int {
 	sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *actor.Started:
-			keeper := ctx.Spawn(actorlock.KeeperProps())
+			keeper := ctx.Spawn(actorkit.KeeperProps())
 			say("KEEPER %s %s", keeper.Address, keeper.Id)
-			ctx.Send(keeper, &actorlock.Keep{Runtime: runtime, Name: "kept", Kind: messages.Kind_KIND_LOCK,
-				OwnerToken: actorlock.NewOwnerToken(), Lease: 2 * time.Second, Since: time.Now()})
+			ctx.Send(keeper, &actorkit.Keep{Runtime: runtime, Name: "kept", Kind: messages.Kind_KIND_LOCK,
+				OwnerToken: actorkit.NewOwnerToken(), Lease: 2 * time.Second, Since: time.Now()})
 			say("KEPT")
 		case *messages.LockLost:
 			say("LOST %s", m.Reason)

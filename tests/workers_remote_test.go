@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/remoting"
 )
@@ -87,7 +88,7 @@ func remoteNode() (*actor.ActorSystem, *actor.PID, error) {
 	remote.NewRemote(sys, remote.Configure("127.0.0.1", port, opts...)).Start()
 	name := os.Getenv("SERVER_NAME")
 	if name == "" {
-		name = actorlock.DefaultRemoteName
+		name = actorkit.DefaultRemoteName
 	}
 	return sys, actor.NewPID(os.Getenv("SERVER_ADDR"), name), nil
 }
@@ -136,7 +137,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 	answered := make(chan struct{})
 	var separate *actor.PID
 	if os.Getenv("SEPARATE_KEEPER") == "1" {
-		separate = sys.Root.Spawn(actorlock.KeeperProps())
+		separate = sys.Root.Spawn(actorkit.KeeperProps())
 	}
 	var asked time.Time
 	owner := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
@@ -162,7 +163,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 				return
 			}
 			say("ACQUIRED %s %s %d %d", m.OwnerToken, m.Owner, m.FencingToken, m.TtlMs)
-			keep := &actorlock.Keep{Runtime: server, Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
+			keep := &actorkit.Keep{Runtime: server, Name: os.Getenv("LOCK_NAME"), Kind: messages.Kind_KIND_LOCK,
 				OwnerToken: m.OwnerToken, Lease: time.Duration(m.TtlMs) * time.Millisecond, Since: asked}
 			if os.Getenv("KEEP_LEASE") == "0" {
 				keep.Lease = 0 // learnt from the runtime's RenewResponses
@@ -171,7 +172,7 @@ func workerRemoteOwner(*actorlock.Runtime, redis.UniversalClient) int {
 			case separate != nil:
 				ctx.Send(separate, keep)
 			case os.Getenv("KEEP") != "0":
-				ctx.Send(ctx.Spawn(actorlock.KeeperProps()), keep)
+				ctx.Send(ctx.Spawn(actorkit.KeeperProps()), keep)
 			}
 			if stopAfter > 0 {
 				self := ctx.Self()
@@ -288,7 +289,7 @@ func workerRemoteSpoof(*actorlock.Runtime, redis.UniversalClient) int {
 		say("DONE")
 		select {}
 	}
-	wrong := actorlock.NewOwnerToken()
+	wrong := actorkit.NewOwnerToken()
 	for _, tok := range []struct{ label, token string }{{"none", ""}, {"wrong", wrong}} {
 		step("release-"+tok.label, a.ask(sys, server, &messages.ReleaseRequest{RequestId: "r-" + tok.label, Name: name, Kind: kind, OwnerToken: tok.token}))
 		step("renew-"+tok.label, a.ask(sys, server, &messages.RenewRequest{RequestId: "n-" + tok.label, Name: name, Kind: kind, OwnerToken: tok.token}))
@@ -326,7 +327,7 @@ func workerRemoteValidate(*actorlock.Runtime, redis.UniversalClient) int {
 	}
 	a := spawnAsker(sys)
 	lock := messages.Kind_KIND_LOCK
-	token := actorlock.NewOwnerToken()
+	token := actorkit.NewOwnerToken()
 	cases := []struct {
 		label string
 		msg   proto.Message

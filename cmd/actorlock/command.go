@@ -127,7 +127,7 @@ func (c *command) inspect(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.json {
-		return c.printJSON(o)
+		return c.printJSON(jsonOf(o))
 	}
 	_, err = io.WriteString(c.stdout, render(o, true))
 	return err
@@ -155,7 +155,7 @@ func (c *command) queueStats(ctx context.Context, args []string) error {
 		return err
 	}
 	if c.json {
-		return c.printJSON(o.Queue)
+		return c.printJSON(jsonOf(o))
 	}
 	_, err = io.WriteString(c.stdout, render(o, true))
 	return err

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -48,12 +48,12 @@ func (a *bridgeActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		// A child: it stops with the owner, and with it the renewals.
-		a.keeper = ctx.Spawn(actorlock.KeeperProps())
+		a.keeper = ctx.Spawn(actorkit.KeeperProps())
 	case *send:
 		ctx.Request(m.to, m.msg)
-	case *actorlock.Keep:
+	case *actorkit.Keep:
 		ctx.Send(a.keeper, m)
-	case *actorlock.Unkeep:
+	case *actorkit.Unkeep:
 		ctx.Send(a.keeper, m)
 	case *messages.AcquireResponse, *messages.ReleaseResponse, *messages.CancelResponse:
 		select {
@@ -69,7 +69,7 @@ func (a *bridgeActor) Receive(ctx actor.Context) {
 }
 
 func (n *node) newBridge() *bridge {
-	b := &bridge{n: n, sys: n.rt.ActorSystem(), replies: make(chan proto.Message, 16)}
+	b := &bridge{n: n, sys: actorkit.System(n.rt), replies: make(chan proto.Message, 16)}
 	b.pid = b.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &bridgeActor{b: b} }))
 	return b
 }
@@ -126,9 +126,9 @@ func (n *node) fairOwner(ctx context.Context, o int) {
 		}
 		target := n.peers.pick(skip)
 		skip = -1
-		runtime := actor.NewPID(n.peers.addrs[target], actorlock.DefaultRemoteName)
+		runtime := actor.NewPID(n.peers.addrs[target], actorkit.DefaultRemoteName)
 		name := jobLock(k)
-		token := actorlock.NewOwnerToken()
+		token := actorkit.NewOwnerToken()
 		reqID := fmt.Sprintf("acq-%d-%d-%d", n.idx, o, seq)
 		asked := time.Now()
 		n.waiting.Add(1)
@@ -162,7 +162,7 @@ func (n *node) fairOwner(ctx context.Context, o int) {
 			continue
 		}
 		id := n.enter(kindFair, []string{name}, []int64{ar.FencingToken}, asked)
-		b.sys.Root.Send(b.pid, &actorlock.Keep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR,
+		b.sys.Root.Send(b.pid, &actorkit.Keep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR,
 			OwnerToken: token, Lease: time.Duration(ar.TtlMs) * time.Millisecond})
 		sctx, cancel := sectionCtx(ctx)
 		wrote, err := n.runJob(sctx, k)
@@ -170,7 +170,7 @@ func (n *node) fairOwner(ctx context.Context, o int) {
 		if err != nil {
 			n.fail("job", err)
 		}
-		b.sys.Root.Send(b.pid, &actorlock.Unkeep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR, OwnerToken: token})
+		b.sys.Root.Send(b.pid, &actorkit.Unkeep{Runtime: runtime, Name: name, Kind: messages.Kind_KIND_FAIR, OwnerToken: token})
 		relID := fmt.Sprintf("rel-%d-%d-%d", n.idx, o, seq)
 		b.request(runtime, &messages.ReleaseRequest{RequestId: relID, Name: name, Kind: messages.Kind_KIND_FAIR, OwnerToken: token})
 		resp, why = b.await(sctx, relID, releaseWait, n.peers.dead[target])

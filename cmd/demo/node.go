@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/remoting"
 )
 
@@ -85,7 +86,7 @@ func (n *node) run(ctx context.Context, cmds <-chan command) {
 	// until the end, so that items of a killed node are moved too.
 	q := n.rt.DelayedQueue(queueName)
 	defer q.Close()
-	n.em.emit(event{T: "ready", Addr: n.rt.RemoteAddress(), PID: os.Getpid()})
+	n.em.emit(event{T: "ready", Addr: actorkit.RemoteAddress(n.rt), PID: os.Getpid()})
 
 	first, ok := <-cmds
 	if !ok {

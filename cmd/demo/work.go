@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/primitive"
 )
 
 // The workload of one node.
@@ -50,7 +51,7 @@ type heldSection struct {
 	e  entry
 }
 
-func (n *node) startWork(ctx context.Context, wg *sync.WaitGroup, q *actorlock.DelayedQueue) {
+func (n *node) startWork(ctx context.Context, wg *sync.WaitGroup, q *primitive.DelayedQueue) {
 	for range bankWorkers {
 		wg.Go(func() { n.bank(ctx) })
 	}
@@ -383,7 +384,7 @@ func (n *node) contendLeader(ctx context.Context) {
 // produce offers a delayed job every offerEvery, with a random delay. The
 // id is reported before the Offer (offering) and after it (offered), so
 // that an item of a node killed in between is neither lost nor unknown.
-func (n *node) produce(ctx context.Context, q *actorlock.DelayedQueue) {
+func (n *node) produce(ctx context.Context, q *primitive.DelayedQueue) {
 	tick := time.NewTicker(offerEvery)
 	defer tick.Stop()
 	for seq := 1; ; seq++ {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Prefix starts the text of every error actorlock returns, once.
@@ -68,7 +69,7 @@ func (e *OpError) Error() string {
 	b.WriteString(e.Op)
 	if e.Name != "" {
 		b.WriteByte(' ')
-		b.WriteString(strconv.Quote(e.Name))
+		b.WriteString(Quote(e.Name))
 	}
 	b.WriteString(": ")
 	cause := Text(e.Err)
@@ -157,7 +158,26 @@ func (e *namedError) Error() string {
 	if e.detail == "" || strings.HasPrefix(e.detail, ": ") {
 		sep = ""
 	}
-	return e.err.Error() + ": " + strconv.Quote(e.name) + sep + e.detail
+	return e.err.Error() + ": " + Quote(e.name) + sep + e.detail
+}
+
+// maxQuoted is how much of a name an error shows: enough to recognise it,
+// where a whole name (up to 64 KiB) would make every error and log line
+// that long.
+const maxQuoted = 100
+
+// Quote is name quoted for an error's text; a name longer than 100 bytes is
+// cut there (at a character's start) and its length told:
+// "orders:aaaa…" (70000 bytes).
+func Quote(name string) string {
+	if len(name) <= maxQuoted {
+		return strconv.Quote(name)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return strconv.Quote(name[:cut]+"…") + " (" + strconv.Itoa(len(name)) + " bytes)"
 }
 
 // unnamed is e's text without its name.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,5 +177,18 @@ func TestPercentile(t *testing.T) {
 	}
 	if p := percentile(nil, 0.5); p != 0 {
 		t.Errorf("p50 of none %v", p)
+	}
+}
+
+// The README's flag table names the contenders that run by default, all of
+// them, in their order (it once named four of five).
+func TestREADMENamesTheDefaultContenders(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "| `-contenders` | `" + strings.Join(defaultContenders, ",") + "` |"
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md's flag table lacks %q", want)
 	}
 }

@@ -80,7 +80,7 @@ func redSides(t *testing.T, srvs []*redisserver.Server, k int, lease time.Durati
 	return sides
 }
 
-func (s redSide) red(name string) *actorlock.Red {
+func (s redSide) red(name string) *actorlock.Group {
 	var locks []*actorlock.Lock
 	for _, rt := range s.rts {
 		locks = append(locks, rt.Lock(name))

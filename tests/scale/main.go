@@ -28,6 +28,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/observe"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -167,7 +168,7 @@ func held(rdb *redis.Client, n int, lease time.Duration, leases, w int, cpuProfi
 	// that went dormant last are still stopping at first).
 	perLock, dormantAfter, measured := perLive, time.Duration(-1), false
 	acquired := time.Now()
-	var atMeasure actorlock.Stats
+	var atMeasure observe.Stats
 	measure := func() {
 		perLock = (int64(heap()) - int64(base)) / int64(n)
 		atMeasure, _ = rt.Stats(ctx)
@@ -354,7 +355,7 @@ func touchOne(ctx context.Context, rt *actorlock.Runtime, name string) error {
 	return h.Unlock(ctx)
 }
 
-func stats(ctx context.Context, rt *actorlock.Runtime) actorlock.Stats {
+func stats(ctx context.Context, rt *actorlock.Runtime) observe.Stats {
 	st, err := rt.Stats(ctx)
 	if err != nil && !errors.Is(err, actorlock.ErrClosed) {
 		fail("stats: %v", err)
@@ -365,7 +366,7 @@ func stats(ctx context.Context, rt *actorlock.Runtime) actorlock.Stats {
 // settle waits until the runtime keeps no per-name state.
 func settle(ctx context.Context, rt *actorlock.Runtime, limit time.Duration) bool {
 	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if stats(ctx, rt) == (actorlock.Stats{}) {
+		if stats(ctx, rt) == (observe.Stats{}) {
 			return true
 		}
 	}

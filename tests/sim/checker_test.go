@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/observe"
 )
 
 // Bounds, from the README's guarantees and the options the world uses:
@@ -338,7 +339,7 @@ func (m *model) checkConflicts(n *nameState, now time.Time) {
 // listedHold is an entry of some runtime's rt.Held().
 type listedHold struct {
 	slot int
-	h    actorlock.HeldLock
+	h    observe.HeldLock
 }
 
 // checkListed: rt.Held() lists exactly the holds some caller has: an entry

@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
 )
 
@@ -106,8 +107,8 @@ func (wk *worker) byMessage() {
 		wk.unreachableOwner(rt, n, kind)
 		return
 	}
-	sys := rt.ActorSystem()
-	oa := &ownerActor{pid: rt.PID()}
+	sys := actorkit.System(rt)
+	oa := &ownerActor{pid: actorkit.PID(rt)}
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return oa }))
 	defer sys.Root.Stop(pid)
 	tol := wk.w.cfg.tol
@@ -281,7 +282,7 @@ func (wk *worker) unreachableOwner(rt *actorlock.Runtime, n *nameState, kind mes
 		raw[i] = byte(wk.rng.IntN(256))
 	}
 	token := hex.EncodeToString(raw[:])
-	owner, err := rt.TokenOwner(token)
+	owner, err := actorkit.TokenOwner(rt, token)
 	if err != nil {
 		m.mu.Lock()
 		m.fail("a well-formed owner token names an owner", n, nil, "TokenOwner(%s): %v", token, err)
@@ -301,7 +302,7 @@ func (wk *worker) unreachableOwner(rt *actorlock.Runtime, n *nameState, kind mes
 	m.mu.Lock()
 	n.record(wk.id, "message acquire from an unreachable remote owner %s, wait %v", short(owner), wait)
 	m.mu.Unlock()
-	rt.ActorSystem().Root.RequestWithCustomSender(rt.PID(), req, ghost)
+	actorkit.System(rt).Root.RequestWithCustomSender(actorkit.PID(rt), req, ghost)
 
 	// Follow the owner's field in Redis: it appears if granted, and must
 	// be gone within the bound after.

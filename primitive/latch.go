@@ -1,4 +1,4 @@
-package actorlock
+package primitive
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 )
 
 // CountDownLatch is a handle on a count-down latch (Redisson's
@@ -16,59 +17,57 @@ import (
 // leaves one hanging. It is safe for concurrent use.
 type CountDownLatch struct{ primitive }
 
-// CountDownLatch returns a handle on latch name. A bad name is reported by
-// the handle's methods as ErrInvalidArgument.
-func (rt *Runtime) CountDownLatch(name string) *CountDownLatch {
-	return &CountDownLatch{primitive: rt.primitive(name)}
-}
-
 // TrySetCount sets the count if the latch has none (it is zero), and
 // reports whether it did.
 func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (_ bool, err error) {
-	defer l.wrap("try set count", &err)
-	if err := l.check(ctx); err != nil {
+	o := l.p()
+	defer o.wrap("try set count", &err)
+	if err := o.check(ctx); err != nil {
 		return false, err
 	}
 	if count < 1 {
-		return false, fmt.Errorf("%w: count %d is not positive", ErrInvalidArgument, count)
+		return false, fmt.Errorf("%w: count %d is not positive", core.ErrInvalidArgument, count)
 	}
-	return l.redis().TrySetLatchCount(ctx, l.name, count)
+	return o.redis().TrySetLatchCount(ctx, o.name, count)
 }
 
 // CountDown decrements the count; at zero the latch is deleted and awaiters
 // everywhere return. It takes effect exactly once, even when re-attempted
 // after a broken connection. Counting down a latch at zero does nothing.
 func (l *CountDownLatch) CountDown(ctx context.Context) (err error) {
-	defer l.wrap("count down", &err)
-	if err := l.check(ctx); err != nil {
+	o := l.p()
+	defer o.wrap("count down", &err)
+	if err := o.check(ctx); err != nil {
 		return err
 	}
-	return l.redis().CountDown(ctx, l.name)
+	return o.redis().CountDown(ctx, o.name)
 }
 
 // Count is the current count (0 when the latch is not set).
 func (l *CountDownLatch) Count(ctx context.Context) (_ int64, err error) {
-	defer l.wrap("count", &err)
-	if err := l.check(ctx); err != nil {
+	o := l.p()
+	defer o.wrap("count", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return l.redis().Count(ctx, "latch count", l.name)
+	return o.redis().Count(ctx, "latch count", o.name)
 }
 
 // Await returns nil once the count is zero, ctx's error when ctx ends first
-// (errors.Is(err, context.DeadlineExceeded) for a deadline), or ErrClosed.
+// (errors.Is(err, context.DeadlineExceeded) for a deadline), or actorlock.ErrClosed.
 func (l *CountDownLatch) Await(ctx context.Context) (err error) {
-	defer l.wrap("await", &err)
-	if err := l.check(ctx); err != nil {
+	o := l.p()
+	defer o.wrap("await", &err)
+	if err := o.check(ctx); err != nil {
 		return err
 	}
-	id := l.rt.acquire.Add(1)
-	res, err := ask(ctx, l.rt, l.send, func(reply chan<- error) any {
-		return &actors.Await{Name: l.name, ID: id, Reply: reply}
+	id := o.rt.NextID()
+	res, err := core.Ask(ctx, o.rt.Done(), o.send, func(reply chan<- error) any {
+		return &actors.Await{Name: o.name, ID: id, Reply: reply}
 	}, nil, nil)
-	if err != nil && !errors.Is(err, ErrClosed) {
+	if err != nil && !errors.Is(err, core.ErrClosed) {
 		// Nothing to give back: the latch actor only forgets this awaiter.
-		l.send(&actors.AwaitCancel{Name: l.name, ID: id})
+		o.send(&actors.AwaitCancel{Name: o.name, ID: id})
 	}
 	if err != nil {
 		return err
@@ -79,9 +78,10 @@ func (l *CountDownLatch) Await(ctx context.Context) (err error) {
 // Delete deletes the latch, releasing its awaiters, and reports whether it
 // existed.
 func (l *CountDownLatch) Delete(ctx context.Context) (_ bool, err error) {
-	defer l.wrap("delete", &err)
-	if err := l.check(ctx); err != nil {
+	o := l.p()
+	defer o.wrap("delete", &err)
+	if err := o.check(ctx); err != nil {
 		return false, err
 	}
-	return l.redis().DeleteLatch(ctx, l.name)
+	return o.redis().DeleteLatch(ctx, o.name)
 }

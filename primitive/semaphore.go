@@ -1,4 +1,4 @@
-package actorlock
+package primitive
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/actorlock/actorlock/actors"
+	"github.com/actorlock/actorlock/internal/core"
 )
 
 // Semaphore is a handle on a counting semaphore (Redisson's RSemaphore):
@@ -17,55 +18,53 @@ import (
 // for concurrent use.
 type Semaphore struct{ primitive }
 
-// Semaphore returns a handle on semaphore name. A bad name is reported by
-// the handle's methods as ErrInvalidArgument.
-func (rt *Runtime) Semaphore(name string) *Semaphore {
-	return &Semaphore{primitive: rt.primitive(name)}
-}
-
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *Semaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
-	defer s.wrap("try set permits", &err)
-	return trySetPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("try set permits", &err)
+	return trySetPermits(ctx, o, permits)
 }
 
 // AddPermits adds permits (negative: removes them, possibly below zero) and
 // wakes waiters.
 func (s *Semaphore) AddPermits(ctx context.Context, permits int64) (err error) {
-	defer s.wrap("add permits", &err)
-	return addPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("add permits", &err)
+	return addPermits(ctx, o, permits)
 }
 
 // Acquire waits until n permits are available and takes them. It returns
 // ctx's error when ctx ends first (permits obtained meanwhile are given
-// back), ErrClosed when the runtime closes, or a wrapped Redis error.
+// back), actorlock.ErrClosed when the runtime closes, or a wrapped Redis error.
 // Waiters of one runtime are served first come, first served. Acquire(0)
 // takes nothing and returns at once, as Redisson's acquire(0).
 func (s *Semaphore) Acquire(ctx context.Context, n int64) (err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	if err := notNegative(n); err != nil {
 		return err
 	}
 	if n == 0 {
-		return s.check(ctx)
+		return o.check(ctx)
 	}
-	_, err = acquirePermit(ctx, &s.primitive, false, n, 0, false)
+	_, err = acquirePermit(ctx, o, false, n, 0, false)
 	return err
 }
 
 // TryAcquire takes n permits if available now, and reports whether it did.
 // TryAcquire(0) takes nothing and reports true, as Redisson's tryAcquire(0).
 func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (_ bool, err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	if err := notNegative(n); err != nil {
 		return false, err
 	}
 	if n == 0 {
-		err := s.check(ctx)
+		err := o.check(ctx)
 		return err == nil, err
 	}
-	res, err := acquirePermit(ctx, &s.primitive, false, n, 0, true)
+	res, err := acquirePermit(ctx, o, false, n, 0, true)
 	return res.Acquired, err
 }
 
@@ -73,33 +72,36 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (_ bool, err error)
 // once, even when re-attempted after a broken connection. Release(0) does
 // nothing (nor wakes anyone), as Redisson's release(0).
 func (s *Semaphore) Release(ctx context.Context, n int64) (err error) {
-	defer s.wrap("release", &err)
+	o := s.p()
+	defer o.wrap("release", &err)
 	if err := notNegative(n); err != nil {
 		return err
 	}
-	if err := s.check(ctx); err != nil || n == 0 {
+	if err := o.check(ctx); err != nil || n == 0 {
 		return err
 	}
-	return s.redis().ReleasePermits(ctx, s.name, n)
+	return o.redis().ReleasePermits(ctx, o.name, n)
 }
 
 // Available is the number of permits available now (negative after
 // AddPermits took more than there were).
 func (s *Semaphore) Available(ctx context.Context) (_ int64, err error) {
-	defer s.wrap("available", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("available", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.redis().Count(ctx, "semaphore available", s.name)
+	return o.redis().Count(ctx, "semaphore available", o.name)
 }
 
 // Drain takes every available permit and returns how many it took.
 func (s *Semaphore) Drain(ctx context.Context) (_ int64, err error) {
-	defer s.wrap("drain", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("drain", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.redis().DrainPermits(ctx, s.name)
+	return o.redis().DrainPermits(ctx, o.name)
 }
 
 // PermitExpirableSemaphore is a handle on a semaphore whose permits each
@@ -120,32 +122,28 @@ type PermitExpirableSemaphore struct{ primitive }
 // MaxPermitIDs is the same bound: errors_internal_test.go checks it.)
 const MaxPermitsPerCall = 1000
 
-// PermitExpirableSemaphore returns a handle on permit-expirable semaphore
-// name. A bad name is reported by the handle's methods as
-// ErrInvalidArgument.
-func (rt *Runtime) PermitExpirableSemaphore(name string) *PermitExpirableSemaphore {
-	return &PermitExpirableSemaphore{primitive: rt.primitive(name)}
-}
-
 // TrySetPermits sets the number of permits if it was never set, and reports
 // whether it did.
 func (s *PermitExpirableSemaphore) TrySetPermits(ctx context.Context, permits int64) (_ bool, err error) {
-	defer s.wrap("try set permits", &err)
-	return trySetPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("try set permits", &err)
+	return trySetPermits(ctx, o, permits)
 }
 
 // AddPermits adds permits (negative: removes them) and wakes waiters.
 func (s *PermitExpirableSemaphore) AddPermits(ctx context.Context, permits int64) (err error) {
-	defer s.wrap("add permits", &err)
-	return addPermits(ctx, &s.primitive, permits)
+	o := s.p()
+	defer o.wrap("add permits", &err)
+	return addPermits(ctx, o, permits)
 }
 
 // Acquire waits for a permit and returns its id, which Release needs. The
 // permit returns to the pool by itself after lease (0: never). It returns
 // ctx's error when ctx ends first (a permit obtained meanwhile is
-// released), ErrClosed, or a wrapped Redis error.
+// released), actorlock.ErrClosed, or a wrapped Redis error.
 func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Duration) (_ string, err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	ids, err := s.AcquirePermits(ctx, 1, lease)
 	if err != nil {
 		return "", err
@@ -158,11 +156,12 @@ func (s *PermitExpirableSemaphore) Acquire(ctx context.Context, lease time.Durat
 // expiry), as Redisson's acquire(permits, leaseTime). n must be 1 to
 // MaxPermitsPerCall. Errors as Acquire.
 func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, lease time.Duration) (_ []string, err error) {
-	defer s.wrap("acquire permits", &err)
+	o := s.p()
+	defer o.wrap("acquire permits", &err)
 	if err := permitArgs(n, lease); err != nil {
 		return nil, err
 	}
-	res, err := acquirePermit(ctx, &s.primitive, true, n, lease, false)
+	res, err := acquirePermit(ctx, o, true, n, lease, false)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +171,8 @@ func (s *PermitExpirableSemaphore) AcquirePermits(ctx context.Context, n int64, 
 // TryAcquire takes a permit if one is available now; ok reports whether it
 // did.
 func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Duration) (id string, ok bool, err error) {
-	defer s.wrap("acquire", &err)
+	o := s.p()
+	defer o.wrap("acquire", &err)
 	ids, ok, err := s.TryAcquirePermits(ctx, 1, lease)
 	if !ok {
 		return "", false, err
@@ -183,11 +183,12 @@ func (s *PermitExpirableSemaphore) TryAcquire(ctx context.Context, lease time.Du
 // TryAcquirePermits takes n permits if that many are available now; ok
 // reports whether it did.
 func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int64, lease time.Duration) (ids []string, ok bool, err error) {
-	defer s.wrap("acquire permits", &err)
+	o := s.p()
+	defer o.wrap("acquire permits", &err)
 	if err := permitArgs(n, lease); err != nil {
 		return nil, false, err
 	}
-	res, err := acquirePermit(ctx, &s.primitive, true, n, lease, true)
+	res, err := acquirePermit(ctx, o, true, n, lease, true)
 	if err != nil || !res.Acquired {
 		return nil, false, err
 	}
@@ -195,36 +196,38 @@ func (s *PermitExpirableSemaphore) TryAcquirePermits(ctx context.Context, n int6
 }
 
 // Release gives permits ids back; every one still held returns to the pool
-// in one step. It returns ErrPermitExpired if any had run out of lease (it
+// in one step. It returns actorlock.ErrPermitExpired if any had run out of lease (it
 // was back in the pool, or is now: the work it guarded was not protected to
 // the end) or was not held (released already, or never taken), and
-// ErrInvalidArgument, releasing nothing, for no id, more than
+// actorlock.ErrInvalidArgument, releasing nothing, for no id, more than
 // MaxPermitsPerCall, an id given twice or one that is not 32 hex digits.
 func (s *PermitExpirableSemaphore) Release(ctx context.Context, ids ...string) (err error) {
-	defer s.wrap("release", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("release", &err)
+	if err := o.check(ctx); err != nil {
 		return err
 	}
-	return s.redis().ReleasePermit(ctx, s.name, ids)
+	return o.redis().ReleasePermit(ctx, o.name, ids)
 }
 
 // UpdateLeaseTime gives held permit id a new lease counted from now (0: no
 // expiry), as Redisson's updateLeaseTime: to keep a permit through work
 // longer than planned, call it well before the lease ends. It returns
-// ErrPermitExpired when the permit is not held (its lease ran out: it is
+// actorlock.ErrPermitExpired when the permit is not held (its lease ran out: it is
 // back in the pool and cannot be revived; or it was released, or never
-// taken) and ErrInvalidArgument for a malformed id or a negative lease.
+// taken) and actorlock.ErrInvalidArgument for a malformed id or a negative lease.
 func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id string, lease time.Duration) (err error) {
-	defer s.wrap("update lease time", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("update lease time", &err)
+	if err := o.check(ctx); err != nil {
 		return err
 	}
 	if err := nonNegative("lease", lease); err != nil {
 		return err
 	}
-	held, err := s.redis().UpdatePermitLease(ctx, s.name, id, lease)
+	held, err := o.redis().UpdatePermitLease(ctx, o.name, id, lease)
 	if err == nil && !held {
-		err = fmt.Errorf("%w: permit %q is not held", ErrPermitExpired, id)
+		err = fmt.Errorf("%w: permit %q is not held", core.ErrPermitExpired, id)
 	}
 	return err
 }
@@ -232,16 +235,17 @@ func (s *PermitExpirableSemaphore) UpdateLeaseTime(ctx context.Context, id strin
 // Available is the number of permits available now, expired permits
 // included (they are returned to the pool first).
 func (s *PermitExpirableSemaphore) Available(ctx context.Context) (_ int64, err error) {
-	defer s.wrap("available", &err)
-	if err := s.check(ctx); err != nil {
+	o := s.p()
+	defer o.wrap("available", &err)
+	if err := o.check(ctx); err != nil {
 		return 0, err
 	}
-	return s.redis().AvailableExpirablePermits(ctx, s.name)
+	return o.redis().AvailableExpirablePermits(ctx, o.name)
 }
 
 func permitArgs(n int64, lease time.Duration) error {
 	if n < 1 || n > MaxPermitsPerCall {
-		return fmt.Errorf("%w: permits %d, want 1 to %d", ErrInvalidArgument, n, MaxPermitsPerCall)
+		return fmt.Errorf("%w: permits %d, want 1 to %d", core.ErrInvalidArgument, n, MaxPermitsPerCall)
 	}
 	return nonNegative("lease", lease)
 }
@@ -250,7 +254,7 @@ func permitArgs(n int64, lease time.Duration) error {
 // Redisson, which also refuses a negative count.
 func notNegative(n int64) error {
 	if n < 0 {
-		return fmt.Errorf("%w: permits %d is negative", ErrInvalidArgument, n)
+		return fmt.Errorf("%w: permits %d is negative", core.ErrInvalidArgument, n)
 	}
 	return nil
 }
@@ -260,7 +264,7 @@ func trySetPermits(ctx context.Context, o *primitive, permits int64) (bool, erro
 		return false, err
 	}
 	if permits < 0 {
-		return false, fmt.Errorf("%w: negative permits %d", ErrInvalidArgument, permits)
+		return false, fmt.Errorf("%w: negative permits %d", core.ErrInvalidArgument, permits)
 	}
 	return o.redis().TrySetPermits(ctx, o.name, permits)
 }
@@ -278,10 +282,10 @@ func acquirePermit(ctx context.Context, o *primitive, expirable bool, n int64, l
 	if err := o.check(ctx); err != nil {
 		return actors.SemResult{}, err
 	}
-	ctx, obs := o.rt.tel.startAcquire(ctx, permitKind(expirable), o.name, !try, false)
-	defer func() { obs.end(acquiredOr(sr.Acquired, serr), "", 0) }()
-	id := o.rt.acquire.Add(1)
-	res, err := ask(ctx, o.rt, o.send, func(reply chan<- actors.SemResult) any {
+	ctx, end := o.rt.Obs.StartPermits(ctx, expirable, o.name, !try)
+	defer func() { end(sr.Acquired, serr) }()
+	id := o.rt.NextID()
+	res, err := core.Ask(ctx, o.rt.Done(), o.send, func(reply chan<- actors.SemResult) any {
 		return &actors.SemAcquire{Name: o.name, Expirable: expirable, ID: id, N: n, Lease: lease, TryOnce: try, Reply: reply}
 	}, &actors.SemCancel{Name: o.name, Expirable: expirable, ID: id}, func(won actors.SemResult) {
 		if won.Acquired {

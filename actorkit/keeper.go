@@ -1,4 +1,4 @@
-package actorlock
+package actorkit
 
 import (
 	"log/slog"
@@ -64,13 +64,20 @@ type Unkeep struct {
 }
 
 // LogValue keeps the owner token out of logs (protoactor logs undelivered
-// messages with slog).
+// messages with slog). A nil Keep logs as an empty group.
 func (k *Keep) LogValue() slog.Value {
+	if k == nil {
+		return slog.GroupValue()
+	}
 	return slog.GroupValue(slog.String("name", k.Name), slog.String("kind", k.Kind.String()), slog.Duration("lease", k.Lease))
 }
 
-// LogValue keeps the owner token out of logs.
+// LogValue keeps the owner token out of logs. A nil Unkeep logs as an
+// empty group.
 func (k *Unkeep) LogValue() slog.Value {
+	if k == nil {
+		return slog.GroupValue()
+	}
 	return slog.GroupValue(slog.String("name", k.Name), slog.String("kind", k.Kind.String()))
 }
 
