@@ -201,13 +201,13 @@ func ExampleMultiLock() {
 		log.Fatal(err)
 	}
 	_, err = rt.Lock("example:acct:2").TryAcquire(ctx)
-	fmt.Println("account 2 taken:", errors.Is(err, actorlock.ErrNotAcquired), "tokens:", len(g.Tokens()))
+	fmt.Println("account 2 taken:", errors.Is(err, actorlock.ErrNotAcquired), "members:", len(g.Members()))
 	// Move money under g.Context(); it is cancelled if any member is lost.
 	_ = g.Unlock(ctx) // releases every member
 	locked, _ := rt.Lock("example:acct:2").IsLocked(ctx)
 	fmt.Println("after unlock:", locked)
 	// Output:
-	// account 2 taken: true tokens: 2
+	// account 2 taken: true members: 2
 	// after unlock: false
 }
 

@@ -74,19 +74,6 @@ func (g *GroupHeld) Members() []*Held {
 	return slices.Clone(g.members)
 }
 
-// Tokens are the members' fencing tokens, in the order of Members. Each is
-// a token of its member's name on its member's server.
-func (g *GroupHeld) Tokens() []int64 {
-	if g == nil {
-		return nil
-	}
-	out := make([]int64, len(g.members))
-	for i, m := range g.members {
-		out[i] = m.Token()
-	}
-	return out
-}
-
 // Done is closed when the group's hold ends: Unlock, or loss.
 func (g *GroupHeld) Done() <-chan struct{} { return g.Context().Done() }
 

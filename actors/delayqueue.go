@@ -189,12 +189,12 @@ func (q *mover) offer(from *actor.PID, m *messages.OfferRequest) {
 	args := scripts.OfferArgs{
 		Name: name, Member: scripts.DelayMember(randomID(), m.Payload),
 		Delay: time.Duration(m.DelayMs) * time.Millisecond,
-		// Senders may reuse request ids: qualify them.
-		RequestID: env.RuntimeID + ":" + pidKey(from) + ":" + m.RequestId,
-		MarkerTTL: env.CallTimeout,
 	}
+	// The request's guard, by its sender's id: the same request sent again
+	// (its answer was lost) finds it and offers nothing more.
+	g := env.guard(senderRequestID(env, from, m.RequestId))
 	env.goCall(nil, func(ctx context.Context) any {
-		err := env.offerDelayed(ctx, args)
+		err := env.offerDelayed(ctx, args, g)
 		env.System.Root.Send(from, &messages.OfferResponse{RequestId: m.RequestId, Error: primitiveError(err)})
 		return nil
 	})

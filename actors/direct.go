@@ -14,15 +14,19 @@ import (
 
 // The direct Redis calls of the queues and semaphores that both an actor
 // (answering a message, undoing what nobody took) and package actorlock
-// (through Handle) make. Each is safe to re-attempt, and is re-attempted
-// while its outcome is unknown; ctx bounds it.
+// (through Handle) make. Each runs under its request's duplicate guard
+// (scripts.Guard: the same one for every attempt), so it acts once, and is
+// re-attempted while its outcome is unknown; ctx bounds it.
 
-// push appends value to list name; requestID marks it so that a
-// re-attempt cannot push twice.
-func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, requestID string) error {
+// guard is the duplicate guard of request id, on any object of the runtime.
+func (e *runtimeEnv) guard(id string) scripts.Guard {
+	return scripts.Guard{ID: id, TTL: e.GuardTTL, Clock: e.Clock}
+}
+
+// push appends value to list name, once for the request g guards.
+func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, g scripts.Guard) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.Push(ctx, e.batched, name, value, requestID, e.CallTimeout)
-		return err
+		return scripts.Push(ctx, e.batched, name, value, g)
 	})
 	if err != nil {
 		return sentinel.Op("offer", name, err)
@@ -31,21 +35,18 @@ func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, reques
 }
 
 // giveBack puts v back at the head of list name (an item popped for a
-// taker that has gone); requestID marks it.
-func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, requestID string) error {
+// taker that has gone), once for the request g guards.
+func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, g scripts.Guard) error {
 	return retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		return scripts.GiveBack(ctx, e.batched, name, v, requestID, e.CallTimeout)
+		return scripts.GiveBack(ctx, e.batched, name, v, g)
 	})
 }
 
-// offerDelayed stores a delayed item: the script is idempotent on the
-// member's random id (and a marker covers items that could be moved out
-// before a re-attempt), so an offer takes effect exactly once. go-redis
-// itself never replays it.
-func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs) error {
+// offerDelayed stores a delayed item, once for the request g guards.
+// go-redis itself never replays it.
+func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs, g scripts.Guard) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.OfferDelayed(ctx, e.batched, args)
-		return err
+		return scripts.OfferDelayed(ctx, e.batched, args, g)
 	})
 	if err != nil {
 		return sentinel.Op("offer", args.Name, err)
@@ -54,9 +55,9 @@ func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs) e
 }
 
 // releasePermits adds n permits back to semaphore name.
-func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, mark scripts.Marked) error {
+func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, g scripts.Guard) error {
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
-		_, err := scripts.AddPermits(ctx, e.batched, name, n, mark)
+		_, err := scripts.AddPermits(ctx, e.batched, name, n, g)
 		return err
 	})
 	if err != nil {
@@ -69,13 +70,13 @@ func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, m
 // every one still recorded returns to the pool; ErrPermitExpired when any
 // had run out of lease or was not held, ErrInvalidArgument for a malformed
 // id (checked before anything is released).
-func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []string, mark scripts.Marked) error {
+func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []string, g scripts.Guard) error {
 	if err := validatePermitIDs(ids); err != nil {
 		return err
 	}
 	var res scripts.PermitRelease
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		res, err = scripts.ReleaseExpirablePermits(ctx, e.batched, name, ids, mark)
+		res, err = scripts.ReleaseExpirablePermits(ctx, e.batched, name, ids, g)
 		return err
 	})
 	switch {

@@ -22,19 +22,21 @@ func (h *Handle) SendPrimitive(msg any) { h.env.System.Root.Send(h.env.primitive
 // CallTimeout bounds one Redis call, its re-attempts included.
 func (h *Handle) CallTimeout() time.Duration { return h.env.CallTimeout }
 
-// marked runs a script call that a request marker makes safe to repeat:
-// bounded by the call timeout, which is also how long the marker lives (a
-// re-attempt must never outlive the marker that makes it safe), and
-// re-attempted while its outcome is unknown. Its error says what it did to
-// name.
-func marked[T any](ctx context.Context, h *Handle, what, name string, call func(context.Context, scripts.Marked) (T, error)) (T, error) {
+// guarded runs a script call under a duplicate guard of its own
+// (scripts.Guard), which makes it safe to repeat: bounded by the call
+// timeout, and re-attempted while its outcome is unknown, it acts once
+// however many attempts reach Redis, in whatever order (the guard outlives
+// every attempt that could still act). Its error says what it did to name;
+// one that leaves the outcome unknown says so (the call may have acted, and
+// no attempt of it will act later than the guard knows).
+func guarded[T any](ctx context.Context, h *Handle, what, name string, call func(context.Context, scripts.Guard) (T, error)) (T, error) {
 	env := h.env
 	ctx, cancel := h.bounded(ctx)
 	defer cancel()
-	mark := scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout}
+	g := env.guard(env.NewRequestID())
 	var res T
 	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-		res, err = call(ctx, mark)
+		res, err = call(ctx, g)
 		return err
 	})
 	if err != nil {
@@ -70,7 +72,7 @@ func (h *Handle) detached(ctx context.Context) (context.Context, context.CancelF
 func (h *Handle) Push(ctx context.Context, name string, payload []byte) error {
 	ctx, cancel := h.bounded(ctx)
 	defer cancel()
-	return h.env.push(ctx, name, payload, h.env.NewRequestID())
+	return h.env.push(ctx, name, payload, h.env.guard(h.env.NewRequestID()))
 }
 
 // Pop takes the head of list name, if any.
@@ -92,7 +94,7 @@ type popped struct {
 func (h *Handle) GiveBackItem(ctx context.Context, name string, v []byte) {
 	ctx, cancel := h.detached(ctx)
 	defer cancel()
-	if err := h.env.giveBack(ctx, name, v, h.env.NewRequestID()); err != nil {
+	if err := h.env.giveBack(ctx, name, v, h.env.guard(h.env.NewRequestID())); err != nil {
 		h.env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", name, "error", err)
 	}
 }
@@ -113,8 +115,7 @@ func (h *Handle) OfferDelayed(ctx context.Context, name string, payload []byte, 
 	defer cancel()
 	return env.offerDelayed(ctx, scripts.OfferArgs{
 		Name: name, Member: scripts.DelayMember(randomID(), payload), Delay: delay,
-		RequestID: env.NewRequestID(), MarkerTTL: env.CallTimeout,
-	})
+	}, env.guard(env.NewRequestID()))
 }
 
 // DelayedLen is how many items of delayed queue name wait to be due.
@@ -134,8 +135,8 @@ func (h *Handle) ContainsDelayed(ctx context.Context, name string, payload []byt
 
 // RemoveDelayed removes the oldest waiting item equal to payload.
 func (h *Handle) RemoveDelayed(ctx context.Context, name string, payload []byte) (bool, error) {
-	return marked(ctx, h, "delayed queue remove", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
-		return scripts.RemoveDelayed(ctx, h.env.Redis, name, payload, m.RequestID, m.TTL)
+	return guarded(ctx, h, "delayed queue remove", name, func(ctx context.Context, g scripts.Guard) (bool, error) {
+		return scripts.RemoveDelayed(ctx, h.env.Redis, name, payload, g)
 	})
 }
 
@@ -158,23 +159,23 @@ func (h *Handle) ClearDelayed(ctx context.Context, name string) error {
 
 // TrySetPermits sets semaphore name's permits if they were never set.
 func (h *Handle) TrySetPermits(ctx context.Context, name string, permits int64) (bool, error) {
-	return marked(ctx, h, "semaphore set permits", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
-		return scripts.TrySetPermits(ctx, h.env.Redis, name, permits, m)
+	return guarded(ctx, h, "semaphore set permits", name, func(ctx context.Context, g scripts.Guard) (bool, error) {
+		return scripts.TrySetPermits(ctx, h.env.Redis, name, permits, g)
 	})
 }
 
 // AddPermits adds permits (negative: removes them) to semaphore name.
 func (h *Handle) AddPermits(ctx context.Context, name string, permits int64) error {
-	_, err := marked(ctx, h, "semaphore add permits", name, func(ctx context.Context, m scripts.Marked) (int64, error) {
-		return scripts.AddPermits(ctx, h.env.Redis, name, permits, m)
+	_, err := guarded(ctx, h, "semaphore add permits", name, func(ctx context.Context, g scripts.Guard) (int64, error) {
+		return scripts.AddPermits(ctx, h.env.Redis, name, permits, g)
 	})
 	return err
 }
 
 // DrainPermits takes every available permit of semaphore name.
 func (h *Handle) DrainPermits(ctx context.Context, name string) (int64, error) {
-	return marked(ctx, h, "semaphore drain", name, func(ctx context.Context, m scripts.Marked) (int64, error) {
-		return scripts.DrainPermits(ctx, h.env.Redis, name, m)
+	return guarded(ctx, h, "semaphore drain", name, func(ctx context.Context, g scripts.Guard) (int64, error) {
+		return scripts.DrainPermits(ctx, h.env.Redis, name, g)
 	})
 }
 
@@ -182,7 +183,7 @@ func (h *Handle) DrainPermits(ctx context.Context, name string) (int64, error) {
 func (h *Handle) ReleasePermits(ctx context.Context, name string, n int64) error {
 	ctx, cancel := h.bounded(ctx)
 	defer cancel()
-	return h.env.releasePermits(ctx, name, n, scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout})
+	return h.env.releasePermits(ctx, name, n, h.env.guard(h.env.NewRequestID()))
 }
 
 // ReleasePermit gives permits ids of permit-expirable semaphore name back:
@@ -191,7 +192,7 @@ func (h *Handle) ReleasePermits(ctx context.Context, name string, n int64) error
 func (h *Handle) ReleasePermit(ctx context.Context, name string, ids []string) error {
 	ctx, cancel := h.bounded(ctx)
 	defer cancel()
-	return h.env.releasePermit(ctx, name, ids, scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout})
+	return h.env.releasePermit(ctx, name, ids, h.env.guard(h.env.NewRequestID()))
 }
 
 // GiveBackPermits releases permits a cancelled acquisition obtained (ids
@@ -200,12 +201,12 @@ func (h *Handle) ReleasePermit(ctx context.Context, name string, ids []string) e
 func (h *Handle) GiveBackPermits(ctx context.Context, name string, expirable bool, n int64, ids []string) {
 	ctx, cancel := h.detached(ctx)
 	defer cancel()
-	mark := scripts.Marked{RequestID: h.env.NewRequestID(), TTL: h.env.CallTimeout}
+	g := h.env.guard(h.env.NewRequestID())
 	var err error
 	if expirable {
-		err = h.env.releasePermit(ctx, name, ids, mark)
+		err = h.env.releasePermit(ctx, name, ids, g)
 	} else {
-		err = h.env.releasePermits(ctx, name, n, mark)
+		err = h.env.releasePermits(ctx, name, n, g)
 	}
 	if err != nil {
 		h.env.Log.Error("actorlock: could not give back permits a cancelled Acquire obtained", "semaphore", name, "error", err)
@@ -248,22 +249,22 @@ func (h *Handle) Count(ctx context.Context, what, name string) (int64, error) {
 
 // TrySetLatchCount sets latch name's count if it has none.
 func (h *Handle) TrySetLatchCount(ctx context.Context, name string, count int64) (bool, error) {
-	return marked(ctx, h, "latch set count", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
-		return scripts.TrySetLatchCount(ctx, h.env.Redis, name, count, m)
+	return guarded(ctx, h, "latch set count", name, func(ctx context.Context, g scripts.Guard) (bool, error) {
+		return scripts.TrySetLatchCount(ctx, h.env.Redis, name, count, g)
 	})
 }
 
 // CountDown decrements latch name's count, exactly once.
 func (h *Handle) CountDown(ctx context.Context, name string) error {
-	_, err := marked(ctx, h, "latch count down", name, func(ctx context.Context, m scripts.Marked) (int64, error) {
-		return scripts.CountDownLatch(ctx, h.env.Redis, name, m)
+	_, err := guarded(ctx, h, "latch count down", name, func(ctx context.Context, g scripts.Guard) (int64, error) {
+		return scripts.CountDownLatch(ctx, h.env.Redis, name, g)
 	})
 	return err
 }
 
 // DeleteLatch deletes latch name and reports whether it existed.
 func (h *Handle) DeleteLatch(ctx context.Context, name string) (bool, error) {
-	return marked(ctx, h, "latch delete", name, func(ctx context.Context, m scripts.Marked) (bool, error) {
-		return scripts.DeleteLatch(ctx, h.env.Redis, name, m)
+	return guarded(ctx, h, "latch delete", name, func(ctx context.Context, g scripts.Guard) (bool, error) {
+		return scripts.DeleteLatch(ctx, h.env.Redis, name, g)
 	})
 }

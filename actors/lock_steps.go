@@ -245,6 +245,32 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	done.step.apply(a, ctx, &done)
 }
 
+// settle settles, on the calling goroutine, a run of call under g whose
+// outcome is unknown (first: when its first attempt was sent), as
+// settleStep does for the lock actor: call again in settle mode until Redis
+// answers or g could expire. It returns call's outcome (call has written
+// it), scripts.ErrNotRun, or an unknowable error.
+func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.Context, scripts.Guard) error) error {
+	g.Settle, g.Spent = true, ""
+	ctx, cancel := context.WithDeadline(e.callsCtx, first.Add(g.TTL-e.CallTimeout))
+	defer cancel()
+	backoff := 50 * time.Millisecond
+	for {
+		err := call(ctx, g)
+		if !unsettled(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &unknowable{err: err}
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
 // unknowable is the outcome of a run that could not be settled: Redis did
 // not answer for as long as the run's guard is sure to live. Whatever the
 // run did is beyond knowing; it may have acted.

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/actorlock/actorlock/messages"
-	"github.com/actorlock/actorlock/scripts"
 )
 
 // primitives is the parent of the actors of the protocol's non-lock objects:
@@ -118,9 +117,9 @@ func (p *primitives) onOffer(ctx actor.Context, m *messages.OfferRequest) {
 		return
 	}
 	env, from := p.env, ctx.Sender()
-	reqID := senderRequestID(env, from, m.RequestId)
+	g := env.guard(senderRequestID(env, from, m.RequestId))
 	env.goCall(nil, func(ctx context.Context) any {
-		err := env.push(ctx, m.Name, m.Payload, reqID)
+		err := env.push(ctx, m.Name, m.Payload, g)
 		env.System.Root.Send(from, &messages.OfferResponse{RequestId: m.RequestId, Error: primitiveError(err)})
 		return nil
 	})
@@ -133,13 +132,13 @@ func (p *primitives) onSemRelease(ctx actor.Context, m *messages.SemaphoreReleas
 		return
 	}
 	env, from := p.env, ctx.Sender()
-	mark := scripts.Marked{RequestID: senderRequestID(env, from, m.RequestId), TTL: env.CallTimeout}
+	g := env.guard(senderRequestID(env, from, m.RequestId))
 	env.goCall(nil, func(ctx context.Context) any {
 		var err error
 		if m.Expirable {
-			err = env.releasePermit(ctx, m.Name, []string{m.PermitId}, mark)
+			err = env.releasePermit(ctx, m.Name, []string{m.PermitId}, g)
 		} else {
-			err = env.releasePermits(ctx, m.Name, m.Permits, mark)
+			err = env.releasePermits(ctx, m.Name, m.Permits, g)
 		}
 		env.System.Root.Send(from, &messages.SemaphoreReleaseResponse{RequestId: m.RequestId, Released: err == nil, Error: primitiveError(err)})
 		return nil

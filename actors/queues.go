@@ -224,7 +224,7 @@ func giveBack(ctx context.Context, env *runtimeEnv, name string, v []byte) {
 	env.goCall(nil, func(context.Context) any {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
 		defer cancel()
-		if err := env.giveBack(ctx, name, v, reqID); err != nil {
+		if err := env.giveBack(ctx, name, v, env.guard(reqID)); err != nil {
 			env.Log.Error("actorlock: could not give back an item nobody took", "queue", name, "error", err)
 		}
 		return nil

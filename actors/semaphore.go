@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/messages"
 	"github.com/actorlock/actorlock/scripts"
 
@@ -77,7 +79,6 @@ type semReq struct {
 	lease     time.Duration
 	tryOnce   bool
 	permitIDs []string // expirable: chosen once, so re-attempts are idempotent
-	markID    string   // plain: the marker of this request's take
 
 	reply chan<- SemResult
 }
@@ -195,8 +196,6 @@ func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time)
 		for i := range r.permitIDs {
 			r.permitIDs[i] = newPermitID()
 		}
-	} else {
-		r.markID = a.env.NewRequestID()
 	}
 	a.watched.watch(ctx, r.from)
 	a.queue.expireAt(a.env.timers, a.self, r, deadline, &semDeadline{r: r})
@@ -239,19 +238,20 @@ func (a *semaphoreActor) attempt(op *semOp) {
 	expirable := a.expirable
 	env.goCall(nil, func(ctx context.Context) any {
 		var d semDone
-		d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-			if expirable {
+		if expirable {
+			// Idempotent by its permit ids, chosen once per request.
+			d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
 				d.grant, err = scripts.AcquireExpirablePermits(ctx, env.batched, name, r.permitIDs, r.lease)
 				d.acquired = d.grant.Acquired
-			} else {
-				d.acquired, _, err = scripts.AcquirePermits(ctx, env.batched, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
-			}
-			return err
-		})
+				return err
+			})
+		} else {
+			d.acquired, d.err = env.acquirePermits(ctx, name, r.n)
+		}
 		op.mu.Lock()
 		if op.abandoned {
 			op.mu.Unlock()
-			if d.acquired || d.err != nil {
+			if d.acquired {
 				undoAcquire(env, name, expirable, r)
 			}
 			return nil
@@ -263,31 +263,44 @@ func (a *semaphoreActor) attempt(op *semOp) {
 	})
 }
 
-// undoAcquire gives back what request r may have taken: permit ids are
-// released (a no-op for ids never taken); plain permits are taken again under
-// the same marker (which answers "taken" without taking twice if the first
-// attempt took them) and then released, so the net effect is nothing.
+// acquirePermits takes n permits of semaphore name, as one request under a
+// guard of its own, and settles it when its outcome stays unknown (its
+// replies were lost, or came after the call timeout): what it reports is
+// what Redis did, so that permits it took reach their requester or go back,
+// never lost. Only if Redis does not answer the settling either, for as
+// long as the guard is sure to live, is the outcome unknowable (an error
+// for which mayHaveRun holds).
+func (e *runtimeEnv) acquirePermits(ctx context.Context, name string, n int64) (taken bool, err error) {
+	g := e.guard(e.NewRequestID())
+	first := time.Now()
+	call := func(ctx context.Context, g scripts.Guard) (err error) {
+		taken, _, err = scripts.AcquirePermits(ctx, e.batched, name, n, g)
+		return err
+	}
+	err = retryUnknown(ctx, func(ctx context.Context, _ int) error { return call(ctx, g) })
+	if unsettled(err) && !mutant.On(16) {
+		err = e.settle(first, g, call)
+	}
+	if errors.Is(err, scripts.ErrNotRun) {
+		return false, nil // settled: it took nothing, and never will
+	}
+	return taken, err
+}
+
+// undoAcquire gives back what request r took and nobody will have: its
+// permit ids, or its n permits, as a request of its own.
 func undoAcquire(env *runtimeEnv, name string, expirable bool, r *semReq) {
 	env.goCall(nil, func(ctx context.Context) any {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
 		defer cancel()
-		var err error
+		g := env.guard(env.NewRequestID())
 		if expirable {
-			err = env.releasePermit(ctx, name, r.permitIDs, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
-			if err != nil && !isPermitExpired(err) {
+			if err := env.releasePermit(ctx, name, r.permitIDs, g); err != nil && !isPermitExpired(err) {
 				env.Log.Error("actorlock: could not give back a permit nobody took", "semaphore", name, "error", err)
 			}
 			return nil
 		}
-		var taken bool
-		err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-			taken, _, err = scripts.AcquirePermits(ctx, env.batched, name, r.n, scripts.Marked{RequestID: r.markID, TTL: env.CallTimeout})
-			return err
-		})
-		if err == nil && taken {
-			err = env.releasePermits(ctx, name, r.n, scripts.Marked{RequestID: env.NewRequestID(), TTL: env.CallTimeout})
-		}
-		if err != nil {
+		if err := env.releasePermits(ctx, name, r.n, g); err != nil {
 			env.Log.Error("actorlock: could not give back permits nobody took", "semaphore", name, "error", err)
 		}
 		return nil
@@ -305,8 +318,13 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 	r := op.req
 	switch {
 	case d.err != nil:
-		if mayHaveRun(d.err) {
-			undoAcquire(a.env, a.key.Name, a.expirable, r)
+		switch {
+		case a.expirable && mayHaveRun(d.err):
+			undoAcquire(a.env, a.key.Name, a.expirable, r) // ids not taken release nothing
+		case mayHaveRun(d.err):
+			// Settling found no answer either: whether the permits were
+			// taken is beyond knowing.
+			a.env.Log.Error("actorlock: a semaphore acquisition's outcome could not be learnt; its permits may be lost", "semaphore", a.key.Name, "permits", r.n, "error", d.err)
 		}
 		if !r.answered {
 			a.answer(ctx, r, SemResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
@@ -414,7 +432,7 @@ func (a *semaphoreActor) stop(ctx actor.Context) {
 		op.mu.Lock()
 		op.abandoned = true
 		d := op.res
-		undo := op.delivered && (d.acquired || d.err != nil)
+		undo := op.delivered && d.acquired
 		op.res = semDone{}
 		op.mu.Unlock()
 		if undo {

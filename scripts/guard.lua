@@ -63,6 +63,9 @@ local function guarded(body)
     reply = {LATE}
   else
     reply = body()
+    if reply.err then
+      return reply -- refused before anything was written: nothing to record
+    end
     redis.call('set', guard, guard_encode(reply), 'px', ttl)
   end
   reply[#reply + 1] = now

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,9 +16,9 @@ var (
 	//go:embed latch_delete.lua
 	latchDeleteLua string
 
-	latchTrySet    = newScript(kindLua, latchTrySetLua)
-	latchCountDown = newScript(kindLua, latchCountDownLua)
-	latchDelete    = newScript(kindLua, latchDeleteLua)
+	latchTrySet    = newScript(kindLua, guardLua, latchTrySetLua)
+	latchCountDown = newScript(kindLua, guardLua, latchCountDownLua)
+	latchDelete    = newScript(kindLua, guardLua, latchDeleteLua)
 )
 
 // LatchChannel is where a count-down latch announces "0" (reached zero) and
@@ -29,34 +28,31 @@ var (
 func LatchChannel(name string) string { return "redisson_countdownlatch__channel__{" + name + "}" }
 
 // TrySetLatchCount sets latch name's count to n unless it is set.
-func TrySetLatchCount(ctx context.Context, c Client, name string, n int64, m Marked) (bool, error) {
-	res, err := latchTrySet.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, LatchChannel(name), ms(m.TTL))
+func TrySetLatchCount(ctx context.Context, c Client, name string, n int64, g Guard) (bool, error) {
+	v, err := guardedInts(ctx, c, latchTrySet, g, name, []string{name}, n, LatchChannel(name))
 	if err != nil {
 		return false, err
 	}
-	return res == int64(1), nil
+	return v[0] == 1, nil
 }
 
-// CountDownLatch counts latch name down by one and returns the new count.
-func CountDownLatch(ctx context.Context, c Client, name string, m Marked) (int64, error) {
-	res, err := latchCountDown.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, LatchChannel(name), ms(m.TTL))
+// CountDownLatch counts latch name down by one, once for the request g
+// guards, and returns the new count.
+func CountDownLatch(ctx context.Context, c Client, name string, g Guard) (int64, error) {
+	v, err := guardedInts(ctx, c, latchCountDown, g, name, []string{name}, LatchChannel(name))
 	if err != nil {
 		return 0, err
 	}
-	v, ok := res.(int64)
-	if !ok {
-		return 0, fmt.Errorf("scripts: unexpected count down reply %v", res)
-	}
-	return v, nil
+	return v[0], nil
 }
 
 // DeleteLatch deletes latch name, releasing its awaiters; true if it existed.
-func DeleteLatch(ctx context.Context, c Client, name string, m Marked) (bool, error) {
-	res, err := latchDelete.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, LatchChannel(name), ms(m.TTL))
+func DeleteLatch(ctx context.Context, c Client, name string, g Guard) (bool, error) {
+	v, err := guardedInts(ctx, c, latchDelete, g, name, []string{name}, LatchChannel(name))
 	if err != nil {
 		return false, err
 	}
-	return res == int64(1), nil
+	return v[0] == 1, nil
 }
 
 // IsNil reports whether err is go-redis's "no such key".

@@ -1,24 +1,21 @@
--- Count a count-down latch down by one.
+-- Count a count-down latch down by one (after the kind.lua and guard.lua
+-- preludes).
 -- KEYS[1] count STRING <name>
--- KEYS[2] request marker actorlock_request:{name}:<requestId>
+-- KEYS[2], KEYS[3] the guard's (guard.lua)
 -- ARGV[1] channel redisson_countdownlatch__channel__{name}
--- ARGV[2] marker TTL ms
--- Returns the new count (0 when it reached zero: the key is deleted and "0"
--- published; no key at all stays at 0). A re-attempt returns the first
--- result without counting down again.
+-- ARGV[2..4] the guard's (guard.lua)
+-- Returns {the new count} (0 when it reached zero: the key is deleted and
+-- "0" published; no key at all stays at 0).
 local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
-local prior = redis.call('get', KEYS[2])
-if prior then
-  return tonumber(prior)
-end
-local count = 0
-if redis.call('exists', KEYS[1]) == 1 then
-  count = redis.call('decr', KEYS[1])
+return guarded(function()
+  if redis.call('exists', KEYS[1]) == 0 then
+    return {0}
+  end
+  local count = redis.call('decr', KEYS[1])
   if count <= 0 then
     redis.call('del', KEYS[1])
     redis.call(PUBLISH, ARGV[1], '0')
     count = 0
   end
-end
-redis.call('set', KEYS[2], count, 'px', ARGV[2])
-return count
+  return {count}
+end)

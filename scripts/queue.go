@@ -34,13 +34,13 @@ var (
 	//go:embed queue_give_back.lua
 	queueGiveBackLua string
 
-	queueOffer           = newScript(kindLua, queueOfferLua)
+	queueOffer           = newScript(kindLua, guardLua, queueOfferLua)
 	queueMove            = newScript(kindLua, queueMoveLua)
 	queueDelayedPoll     = newScript(queueDelayedPollLua)
 	queueDelayedContains = newScript(queueDelayedContainsLua)
-	queueDelayedRemove   = newScript(queueDelayedRemoveLua)
-	queuePush            = newScript(kindLua, queuePushLua)
-	queueGiveBack        = newScript(kindLua, queueGiveBackLua)
+	queueDelayedRemove   = newScript(guardLua, queueDelayedRemoveLua)
+	queuePush            = newScript(kindLua, guardLua, queuePushLua)
+	queueGiveBack        = newScript(kindLua, guardLua, queueGiveBackLua)
 )
 
 // MaxMoveBatch is the most items one move call takes out of a delayed queue,
@@ -70,26 +70,21 @@ func DelayMember(id [8]byte, value []byte) string {
 
 // OfferArgs describes one delayed offer.
 type OfferArgs struct {
-	Name      string
-	Member    string // DelayMember
-	Delay     time.Duration
-	RequestID string
-	MarkerTTL time.Duration // at least the time over which the offer is re-attempted
+	Name   string
+	Member string // DelayMember
+	Delay  time.Duration
 }
 
 // OfferDelayed stores one item of a delayed queue, due Delay after the
-// server's clock reads now, and announces its due time when it is the new
-// earliest. It reports false when an earlier attempt of the same request
-// (same member) had already stored it. go-redis never replays it; re-attempt
-// it with the same arguments when its outcome is unknown.
-func OfferDelayed(ctx context.Context, c Client, a OfferArgs) (bool, error) {
-	res, err := queueOffer.evalOnce(ctx, c,
-		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), requestKey(a.Name, a.RequestID), a.Name},
-		a.Member, max(ms(a.Delay), 0), DelayChannel(a.Name), ms(a.MarkerTTL))
-	if err != nil {
-		return false, err
-	}
-	return res == int64(1), nil
+// server's clock reads now, once for the request g guards (whatever became
+// of the item since an earlier attempt stored it), and announces its due
+// time when it is the new earliest. go-redis never replays it; re-attempt
+// it with the same guard when its outcome is unknown.
+func OfferDelayed(ctx context.Context, c Client, a OfferArgs, g Guard) error {
+	_, err := guardedInts(ctx, c, queueOffer, g, a.Name,
+		[]string{DelayTimeoutKey(a.Name), DelayQueueKey(a.Name), a.Name},
+		a.Member, max(ms(a.Delay), 0), DelayChannel(a.Name))
+	return err
 }
 
 // Moved is the outcome of one MoveDue call.
@@ -159,32 +154,26 @@ func ContainsDelayed(ctx context.Context, c Client, name string, value []byte) (
 	return res == int64(1), nil
 }
 
-// RemoveDelayed removes the oldest pending item equal to value; re-attempts
-// with the same request id return the first result.
-func RemoveDelayed(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) (bool, error) {
-	res, err := queueDelayedRemove.evalOnce(ctx, c,
-		[]string{DelayTimeoutKey(name), DelayQueueKey(name), requestKey(name, requestID)},
-		value, ms(markerTTL))
+// RemoveDelayed removes the oldest pending item equal to value, once for
+// the request g guards.
+func RemoveDelayed(ctx context.Context, c Client, name string, value []byte, g Guard) (bool, error) {
+	v, err := guardedInts(ctx, c, queueDelayedRemove, g, name, []string{DelayTimeoutKey(name), DelayQueueKey(name)}, value)
 	if err != nil {
 		return false, err
 	}
-	return res == int64(1), nil
+	return v[0] == 1, nil
 }
 
-// Push appends value to list name; re-attempts with the same request id
-// never push twice. It reports false when an earlier attempt had pushed.
-func Push(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) (bool, error) {
-	res, err := queuePush.evalOnce(ctx, c, []string{name, requestKey(name, requestID)}, value, ms(markerTTL))
-	if err != nil {
-		return false, err
-	}
-	return res == int64(1), nil
+// Push appends value to list name, once for the request g guards.
+func Push(ctx context.Context, c Client, name string, value []byte, g Guard) error {
+	_, err := guardedInts(ctx, c, queuePush, g, name, []string{name}, value)
+	return err
 }
 
 // GiveBack puts value back at the head of list name, where a pop took it
-// from; re-attempts with the same request id never push twice.
-func GiveBack(ctx context.Context, c Client, name string, value []byte, requestID string, markerTTL time.Duration) error {
-	_, err := queueGiveBack.evalOnce(ctx, c, []string{name, requestKey(name, requestID)}, value, ms(markerTTL))
+// from, once for the request g guards.
+func GiveBack(ctx context.Context, c Client, name string, value []byte, g Guard) error {
+	_, err := guardedInts(ctx, c, queueGiveBack, g, name, []string{name}, value)
 	return err
 }
 

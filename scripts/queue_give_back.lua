@@ -1,14 +1,12 @@
 -- Put an item popped for a consumer that gave up back at the head of its
--- queue, where it came from.
+-- queue, where it came from (after the kind.lua and guard.lua preludes).
 -- KEYS[1] LIST <name>
--- KEYS[2] request marker actorlock_request:{name}:<requestId>
+-- KEYS[2], KEYS[3] the guard's (guard.lua)
 -- ARGV[1] value
--- ARGV[2] marker TTL ms
--- Returns 1 when pushed now, 0 when an earlier attempt of this request did.
+-- ARGV[2..4] the guard's (guard.lua)
+-- Returns {1}.
 local bad = wrong_kind(KEYS[1], 'list') if bad then return bad end -- one kind per name (kind.lua)
-if redis.call('exists', KEYS[2]) == 1 then
-  return 0
-end
-redis.call('lpush', KEYS[1], ARGV[1])
-redis.call('set', KEYS[2], 1, 'px', ARGV[2])
-return 1
+return guarded(function()
+  redis.call('lpush', KEYS[1], ARGV[1])
+  return {1}
+end)

@@ -37,12 +37,12 @@ var (
 	//go:embed semaphore_expirable_update.lua
 	semaphoreExpirableUpdateLua string
 
-	semaphoreAcquire            = newScript(kindLua, semaphoreAcquireLua)
-	semaphoreAdd                = newScript(kindLua, semaphoreAddLua)
-	semaphoreTrySet             = newScript(kindLua, semaphoreTrySetLua)
-	semaphoreDrain              = newScript(kindLua, semaphoreDrainLua)
+	semaphoreAcquire            = newScript(kindLua, guardLua, semaphoreAcquireLua)
+	semaphoreAdd                = newScript(kindLua, guardLua, semaphoreAddLua)
+	semaphoreTrySet             = newScript(kindLua, guardLua, semaphoreTrySetLua)
+	semaphoreDrain              = newScript(kindLua, guardLua, semaphoreDrainLua)
 	semaphoreExpirableAcquire   = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableAcquireLua)
-	semaphoreExpirableRelease   = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableReleaseLua)
+	semaphoreExpirableRelease   = newScript(kindLua, guardLua, semaphoreExpirableLua, semaphoreExpirableReleaseLua)
 	semaphoreExpirableAvailable = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableAvailableLua)
 	semaphoreExpirableUpdate    = newScript(kindLua, semaphoreExpirableLua, semaphoreExpirableUpdateLua)
 )
@@ -77,63 +77,47 @@ func permitKeys(name string, more ...string) []string {
 	return append([]string{name, PermitTimeoutKey(name), LegacyPermitTimeoutKey(name)}, more...)
 }
 
-// Marked identifies one request that must take effect at most once: its id
-// names its marker, kept for TTL (at least the time over which the request
-// is re-attempted).
-type Marked struct {
-	RequestID string
-	TTL       time.Duration
-}
-
-// AcquirePermits takes n permits of semaphore name if available. It reports
-// whether they were taken and the count after (or available, if not).
-func AcquirePermits(ctx context.Context, c Client, name string, n int64, m Marked) (bool, int64, error) {
-	res, err := semaphoreAcquire.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, ms(m.TTL))
+// AcquirePermits takes n permits of semaphore name if available, once for
+// the request g guards. It reports whether they were taken and the count
+// after (or available, if not).
+func AcquirePermits(ctx context.Context, c Client, name string, n int64, g Guard) (bool, int64, error) {
+	v, err := guardedInts(ctx, c, semaphoreAcquire, g, name, []string{name}, n)
 	if err != nil {
 		return false, 0, err
 	}
-	v, err := ints(res)
-	if err != nil || len(v) != 2 {
-		return false, 0, fmt.Errorf("scripts: unexpected semaphore acquire reply %v", res)
+	if len(v) != 2 {
+		return false, 0, fmt.Errorf("scripts: unexpected semaphore acquire reply %v", v)
 	}
 	return v[0] == 1, v[1], nil
 }
 
-// AddPermits adds n permits (negative: removes) to semaphore name, tells
-// waiters the new count and returns it.
-func AddPermits(ctx context.Context, c Client, name string, n int64, m Marked) (int64, error) {
-	res, err := semaphoreAdd.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, SemaphoreChannel(name), ms(m.TTL))
+// AddPermits adds n permits (negative: removes) to semaphore name, once
+// for the request g guards, tells waiters the new count and returns it.
+func AddPermits(ctx context.Context, c Client, name string, n int64, g Guard) (int64, error) {
+	v, err := guardedInts(ctx, c, semaphoreAdd, g, name, []string{name}, n, SemaphoreChannel(name))
 	if err != nil {
 		return 0, err
 	}
-	v, ok := res.(int64)
-	if !ok {
-		return 0, fmt.Errorf("scripts: unexpected semaphore add reply %v", res)
-	}
-	return v, nil
+	return v[0], nil
 }
 
 // TrySetPermits sets semaphore name's permits to n unless already set.
-func TrySetPermits(ctx context.Context, c Client, name string, n int64, m Marked) (bool, error) {
-	res, err := semaphoreTrySet.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, n, SemaphoreChannel(name), ms(m.TTL))
+func TrySetPermits(ctx context.Context, c Client, name string, n int64, g Guard) (bool, error) {
+	v, err := guardedInts(ctx, c, semaphoreTrySet, g, name, []string{name}, n, SemaphoreChannel(name))
 	if err != nil {
 		return false, err
 	}
-	return res == int64(1), nil
+	return v[0] == 1, nil
 }
 
 // DrainPermits takes every available permit of semaphore name and returns
 // how many.
-func DrainPermits(ctx context.Context, c Client, name string, m Marked) (int64, error) {
-	res, err := semaphoreDrain.evalOnce(ctx, c, []string{name, requestKey(name, m.RequestID)}, ms(m.TTL))
+func DrainPermits(ctx context.Context, c Client, name string, g Guard) (int64, error) {
+	v, err := guardedInts(ctx, c, semaphoreDrain, g, name, []string{name})
 	if err != nil {
 		return 0, err
 	}
-	v, ok := res.(int64)
-	if !ok {
-		return 0, fmt.Errorf("scripts: unexpected semaphore drain reply %v", res)
-	}
-	return v, nil
+	return v[0], nil
 }
 
 // PermitGrant is the outcome of AcquireExpirablePermits.
@@ -190,9 +174,10 @@ type PermitRelease struct {
 }
 
 // ReleaseExpirablePermits releases permits ids (32 hex chars each) of
-// permit-expirable semaphore name: every id found returns to the pool.
-func ReleaseExpirablePermits(ctx context.Context, c Client, name string, ids []string, m Marked) (PermitRelease, error) {
-	args := []any{SemaphoreChannel(name), ms(m.TTL)}
+// permit-expirable semaphore name, once for the request g guards: every id
+// found returns to the pool.
+func ReleaseExpirablePermits(ctx context.Context, c Client, name string, ids []string, g Guard) (PermitRelease, error) {
+	args := []any{SemaphoreChannel(name)}
 	for _, id := range ids {
 		raw, err := PermitIDBytes(id)
 		if err != nil {
@@ -200,13 +185,12 @@ func ReleaseExpirablePermits(ctx context.Context, c Client, name string, ids []s
 		}
 		args = append(args, raw)
 	}
-	res, err := semaphoreExpirableRelease.evalOnce(ctx, c, permitKeys(name, requestKey(name, m.RequestID)), args...)
+	v, err := guardedInts(ctx, c, semaphoreExpirableRelease, g, name, permitKeys(name), args...)
 	if err != nil {
 		return PermitRelease{}, err
 	}
-	v, err := ints(res)
-	if err != nil || len(v) != 3 {
-		return PermitRelease{}, fmt.Errorf("scripts: unexpected permit release reply %v", res)
+	if len(v) != 3 {
+		return PermitRelease{}, fmt.Errorf("scripts: unexpected permit release reply %v", v)
 	}
 	return PermitRelease{Released: v[0], Expired: v[1], Unknown: v[2]}, nil
 }

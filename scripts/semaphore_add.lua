@@ -1,18 +1,15 @@
 -- Add permits to a semaphore (a release, or AddPermits, which may be
--- negative) and tell waiters the new count.
+-- negative) and tell waiters the new count (after the kind.lua and
+-- guard.lua preludes).
 -- KEYS[1] permits STRING <name>
--- KEYS[2] request marker actorlock_request:{name}:<requestId>
+-- KEYS[2], KEYS[3] the guard's (guard.lua)
 -- ARGV[1] permits to add
 -- ARGV[2] channel redisson_sc:{name}
--- ARGV[3] marker TTL ms
--- Returns the new count; a re-attempt of the same request returns the first
--- result without adding again.
+-- ARGV[3..5] the guard's (guard.lua)
+-- Returns {the new count}.
 local bad = wrong_kind(KEYS[1], 'string') if bad then return bad end -- one kind per name (kind.lua)
-local prior = redis.call('get', KEYS[2])
-if prior then
-  return tonumber(prior)
-end
-local count = redis.call('incrby', KEYS[1], ARGV[1])
-redis.call(PUBLISH, ARGV[2], count)
-redis.call('set', KEYS[2], count, 'px', ARGV[3])
-return count
+return guarded(function()
+  local count = redis.call('incrby', KEYS[1], ARGV[1])
+  redis.call(PUBLISH, ARGV[2], count)
+  return {count}
+end)

@@ -107,7 +107,7 @@ func TestMultiLockIsAllOrNothing(t *testing.T) {
 	for i, rdb := range ms.rdbs {
 		assert.EqualValues(t, 1, rdb.Exists(ctx, fmt.Sprintf("x%d", i+1)).Val())
 	}
-	assert.Len(t, g.Tokens(), 3)
+	assert.Len(t, g.Members(), 3)
 	require.NoError(t, g.Unlock(ctx))
 	for i, rdb := range ms.rdbs {
 		assert.Zero(t, rdb.Exists(ctx, fmt.Sprintf("x%d", i+1)).Val())

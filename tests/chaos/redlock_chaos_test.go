@@ -155,7 +155,7 @@ func (r *redRun) client(id int, s redSide, rng *rand.Rand, lease time.Duration, 
 			for j, rt := range s.rts {
 				if strings.HasPrefix(m.Owner(), rt.ID()+":") {
 					h.masters = append(h.masters, j)
-					h.args = append(h.args, j, g.Tokens()[i])
+					h.args = append(h.args, j, g.Members()[i].Token())
 				}
 			}
 		}

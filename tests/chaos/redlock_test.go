@@ -96,7 +96,7 @@ func byMaster(t *testing.T, ctx context.Context, g *actorlock.GroupHeld, admins 
 	for i, m := range g.Members() {
 		for j, adm := range admins {
 			if adm.HExists(ctx, name, m.Owner()).Val() {
-				args = append(args, j, g.Tokens()[i])
+				args = append(args, j, g.Members()[i].Token())
 			}
 		}
 	}
