@@ -488,8 +488,8 @@ func TestSuspicion5RedLockOverOneServerIsRefused(t *testing.T) {
 	t.Parallel()
 	srv := startRedis(t)
 	ctx := ctxFor(t, 10*time.Second)
-	for _, second := range []string{srv.Addr, fmt.Sprintf("localhost:%d", srv.Port)} {
-		t.Run(second, func(t *testing.T) {
+	for what, second := range map[string]string{"same address": srv.Addr, "another name of it": fmt.Sprintf("localhost:%d", srv.Port)} {
+		t.Run(what, func(t *testing.T) {
 			rt1 := newRuntime(t, client(t, srv.Addr))
 			rt2 := newRuntime(t, client(t, second))
 			g, err := actorlock.RedLock(rt1.Lock("s5-a"), rt2.Lock("s5-b")).TryAcquire(ctx)
