@@ -546,3 +546,61 @@ func TestSuspicion5MultiLocksOverTwoRuntimesDoNotDeadlock(t *testing.T) {
 	assert.NoError(t, err1, "g1: did the groups wait for each other in a cycle?")
 	assert.NoError(t, err2, "g2: did the groups wait for each other in a cycle?")
 }
+
+// ---- found by the new simulation (tests/sim), beyond the issue's list ----
+
+// Finding V: an acquisition's first attempt that reaches Redis after its
+// own retry was granted and after a re-entry of the owner counts the hold
+// once more. The first attempt tells the script the count it saw (0), but
+// the script recognises its own earlier run only when the count is that
+// plus one; a re-entry in between makes it two. Redis then counts one hold
+// that no acquisition releases: after both Unlocks the lock stays held, by
+// nobody, for up to a lease ("a first attempt that reaches Redis after its
+// own retry counts nothing", docs/guarantees.md, Exactly once).
+func TestLateFirstAttemptAfterAReentryDoesNotCountTwice(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := impatient(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name, holdBack = "late-first-after-reentry", 1500 * time.Millisecond
+	held := p.on(1, holdCommand, holdBack, func(c respCommand) bool { return isAcquireOn(c, name, rt.ID()+":*") })
+	h, err := rt.Lock(name).Acquire(ctx)
+	require.NoError(t, err, "the retry took the lock")
+	sent := time.Now().Add(-300 * time.Millisecond) // the first attempt left before its read timeout
+	await(t, held.hits, time.Second, "the first attempt")
+	inner, err := rt.Lock(name).Acquire(h.Context())
+	require.NoError(t, err, "a re-entry")
+	time.Sleep(time.Until(sent.Add(holdBack + 500*time.Millisecond))) // the first attempt reaches Redis
+	assert.Equal(t, "2", direct.HGet(ctx, name, h.Owner()).Val(), "two acquisitions, counted twice")
+	require.NoError(t, inner.Unlock(ctx))
+	require.NoError(t, h.Unlock(ctx))
+	freedWithin(t, ctx, direct, name, 500*time.Millisecond, "one Unlock per acquisition frees the lock")
+}
+
+// Finding W: one WithOwner id held through two runtimes (as a Redisson
+// thread's id may be shared). Runtime 2's hold, taken with a short
+// LeaseTime as a re-entry of runtime 1's (Redis counts 2), ends at its
+// lease and is given back "if the owner's count is 2": the give-back
+// releases both holds, runtime 1's included, while runtime 1 counts its
+// own hold valid; a third owner then gets the lock.
+func TestGiveBackReleasesOnlyItsOwnHolds(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt1 := setup(t)
+	rt2 := newRuntime(t, rdb)
+	other := newRuntime(t, rdb)
+	ctx := ctxFor(t, 30*time.Second)
+	const name, owner = "shared-owner-giveback", "owner-shared"
+	h1, err := rt1.Lock(name, actorlock.WithOwner(owner)).Acquire(ctx)
+	require.NoError(t, err)
+	h2, err := rt2.Lock(name, actorlock.WithOwner(owner)).Acquire(ctx, actorlock.LeaseTime(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "2", rdb.HGet(ctx, name, owner).Val(), "one owner, two holds, through two runtimes")
+	endsLost(t, h2, 2*time.Second, "runtime 2's hold did not end at its lease")
+	time.Sleep(300 * time.Millisecond) // its give-back runs
+	if h, err := other.Lock(name).TryAcquire(ctx); err == nil {
+		requireNotBoth(t, h1, h, "another owner after runtime 2's hold ended")
+		require.NoError(t, h.Unlock(ctx))
+	}
+	require.NoError(t, h1.Err(), "runtime 1's hold, never unlocked, is held")
+	assert.Equal(t, "1", rdb.HGet(ctx, name, owner).Val(), "runtime 1's hold is left in Redis")
+	require.NoError(t, h1.Unlock(ctx))
+}
