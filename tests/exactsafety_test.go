@@ -40,6 +40,27 @@ func requireNotBoth(t *testing.T, a, b *actorlock.Held, what string) {
 	}
 }
 
+// holdTwice acquires l, then re-enters it: one owner, two holds.
+func holdTwice(t *testing.T, ctx context.Context, l *actorlock.Lock, rdb *redis.Client) (outer, inner *actorlock.Held) {
+	t.Helper()
+	outer, err := l.Acquire(ctx)
+	require.NoError(t, err)
+	inner, err = l.Acquire(outer.Context())
+	require.NoError(t, err)
+	require.Equal(t, "2", rdb.HGet(ctx, l.Name(), outer.Owner()).Val(), "a re-entry: two holds of one owner")
+	return outer, inner
+}
+
+// othersTry has another owner try for l once, and fails if it gets the
+// lock while held is valid.
+func othersTry(t *testing.T, ctx context.Context, l *actorlock.Lock, held *actorlock.Held, what string) {
+	t.Helper()
+	if h, err := l.TryAcquire(ctx); err == nil {
+		requireNotBoth(t, held, h, what)
+		require.NoError(t, h.Unlock(ctx))
+	}
+}
+
 // freedWithin requires name to leave Redis within d of now, and says what
 // Redis still holds if it does not.
 func freedWithin(t *testing.T, ctx context.Context, rdb *redis.Client, name string, d time.Duration, what string) {
@@ -80,11 +101,7 @@ func TestLateReleaseAttemptDoesNotReleaseTwice(t *testing.T) {
 	other := newRuntime(t, direct)
 	ctx := ctxFor(t, 30*time.Second)
 	const name = "late-release"
-	outer, err := rt.Lock(name).Acquire(ctx)
-	require.NoError(t, err)
-	inner, err := rt.Lock(name).Acquire(outer.Context())
-	require.NoError(t, err)
-	require.Equal(t, "2", direct.HGet(ctx, name, outer.Owner()).Val(), "a re-entry: two holds of one owner")
+	outer, inner := holdTwice(t, ctx, rt.Lock(name), direct)
 
 	const holdBack = 3 * time.Second
 	held := p.on(1, holdCommand, holdBack, func(c respCommand) bool { return isRelease(c, name, inner.Owner(), false) })
@@ -95,10 +112,7 @@ func TestLateReleaseAttemptDoesNotReleaseTwice(t *testing.T) {
 
 	// The first attempt reaches Redis holdBack after it was sent.
 	time.Sleep(time.Until(sent.Add(holdBack + 500*time.Millisecond)))
-	if h, err := other.Lock(name).TryAcquire(ctx); err == nil {
-		requireNotBoth(t, outer, h, "after the inner release's late first attempt")
-		require.NoError(t, h.Unlock(ctx))
-	}
+	othersTry(t, ctx, other.Lock(name), outer, "after the inner release's late first attempt")
 	assert.Equal(t, "1", direct.HGet(ctx, name, outer.Owner()).Val(), "the late first attempt released nothing more")
 	require.NoError(t, outer.Err(), "the outer hold, never unlocked, is held")
 	require.NoError(t, outer.Unlock(ctx))
@@ -173,10 +187,7 @@ func TestGiveBackDoesNotDeleteAGrantInFlight(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	require.NoError(t, got.h.Err(), "X holds, by its own account")
 	assert.Equal(t, "1", direct.HGet(ctx, name, owner).Val(), "and in Redis")
-	if h, err := other.Lock(name).TryAcquire(ctx); err == nil {
-		requireNotBoth(t, got.h, h, "another owner after the give-back")
-		require.NoError(t, h.Unlock(ctx))
-	}
+	othersTry(t, ctx, other.Lock(name), got.h, "another owner after the give-back")
 	require.NoError(t, got.h.Unlock(ctx))
 }
 
@@ -192,10 +203,7 @@ func TestReleaseRetriedPastItsLatchReleasesOnce(t *testing.T) {
 	other := newRuntime(t, direct)
 	ctx := ctxFor(t, 30*time.Second)
 	const name = "release-past-latch"
-	outer, err := rt.Lock(name).Acquire(ctx)
-	require.NoError(t, err)
-	inner, err := rt.Lock(name).Acquire(outer.Context())
-	require.NoError(t, err)
+	outer, inner := holdTwice(t, ctx, rt.Lock(name), direct)
 	owner := outer.Owner()
 
 	var until atomic.Int64
@@ -210,10 +218,7 @@ func TestReleaseRetriedPastItsLatchReleasesOnce(t *testing.T) {
 	await(t, dropped.hits, time.Second, "the first attempt, whose reply was lost")
 	await(t, through.hits, 5*time.Second, "the retry after the refusals")
 	time.Sleep(200 * time.Millisecond) // it ran; its reply is on its way back
-	if h, err := other.Lock(name).TryAcquire(ctx); err == nil {
-		requireNotBoth(t, outer, h, "another owner after the inner release's retry")
-		require.NoError(t, h.Unlock(ctx))
-	}
+	othersTry(t, ctx, other.Lock(name), outer, "another owner after the inner release's retry")
 	select {
 	case <-inner.Done():
 	case <-time.After(5 * time.Second):
@@ -596,10 +601,7 @@ func TestGiveBackReleasesOnlyItsOwnHolds(t *testing.T) {
 	require.Equal(t, "2", rdb.HGet(ctx, name, owner).Val(), "one owner, two holds, through two runtimes")
 	endsLost(t, h2, 2*time.Second, "runtime 2's hold did not end at its lease")
 	time.Sleep(300 * time.Millisecond) // its give-back runs
-	if h, err := other.Lock(name).TryAcquire(ctx); err == nil {
-		requireNotBoth(t, h1, h, "another owner after runtime 2's hold ended")
-		require.NoError(t, h.Unlock(ctx))
-	}
+	othersTry(t, ctx, other.Lock(name), h1, "another owner after runtime 2's hold ended")
 	require.NoError(t, h1.Err(), "runtime 1's hold, never unlocked, is held")
 	assert.Equal(t, "1", rdb.HGet(ctx, name, owner).Val(), "runtime 1's hold is left in Redis")
 	require.NoError(t, h1.Unlock(ctx))

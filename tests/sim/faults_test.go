@@ -124,6 +124,19 @@ func scriptCallOf(c redis.Cmder) (scriptCall, bool) {
 	return sc, true
 }
 
+// failAll fails cmds with err (the pipeline they share fails with one of
+// them) as a's hit.
+func (a *aim) failAll(cmds []redis.Cmder, err error) error {
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+	select {
+	case a.hits <- time.Now():
+	default:
+	}
+	return err
+}
+
 // aimAt arms a; unaim disarms it.
 func (f *faults) aimAt(a *aim) *aim {
 	a.hits, a.seen = make(chan time.Time, 64), make(chan time.Time, 64)
@@ -245,26 +258,10 @@ func (f *faults) hitAimed(a *aim, cmds []redis.Cmder, i int, run func() error) e
 		}
 		f.w.sendLater(cmds, names, desc, a.delay, false)
 		time.Sleep(f.readTimeout)
-		err := readTimeoutError()
-		for _, c := range cmds {
-			c.SetErr(err)
-		}
-		select {
-		case a.hits <- time.Now():
-		default:
-		}
-		return err
+		return a.failAll(cmds, readTimeoutError())
 	}
 	if a.kind == fBeforeSend || outageGoesOn {
-		err := dialError()
-		for _, c := range cmds {
-			c.SetErr(err)
-		}
-		select {
-		case a.hits <- time.Now():
-		default:
-		}
-		return err
+		return a.failAll(cmds, dialError())
 	}
 	err := run()
 	switch {

@@ -42,6 +42,16 @@ func (wk *worker) acquireOnce(ctx context.Context, n *nameState, gen int, l *act
 	return wk.acquired(n, gen, h, err, what, asked, write)
 }
 
+// pause waits d, or until the run ends (false then).
+func (wk *worker) pause(d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-wk.w.ctx.Done():
+		return false
+	}
+}
+
 // otherSlot is another runtime than the worker's, if the run has one.
 func (wk *worker) otherSlot() *slot {
 	if len(wk.w.slots) < 2 {
@@ -65,7 +75,7 @@ func (wk *worker) contend(n *nameState, write bool, wait time.Duration, what str
 	s.mu.RLock()
 	rt, gen := s.rt, s.gen
 	s.mu.RUnlock()
-	ctx, cancel := context.WithTimeout(context.Background(), wait+wk.w.cfg.callTimeout)
+	ctx, cancel := context.WithTimeout(wk.w.ctx, wait+wk.w.cfg.callTimeout)
 	defer cancel()
 	c := wk.w.cfg
 	wk.w.ops.Add(1)
@@ -84,31 +94,43 @@ func (wk *worker) contend(n *nameState, write bool, wait time.Duration, what str
 	wk.release(n, hd)
 }
 
+// reentered is how the scenarios of A and D start: an owner of this
+// runtime holds a name of any kind (the write side of a read-write one)
+// twice, by a re-entry. done releases what is left and frees the name; n
+// is nil if the scenario cannot go on.
+func (wk *worker) reentered(sc int, what string) (n *nameState, f *faults, outer, inner *hold, done func()) {
+	rt, gen, f := wk.slotNow()
+	kind := []int{kLock, kFair, kRW}[wk.rng.IntN(3)]
+	if n, _ = wk.take(kind, sc, gen); n == nil {
+		return nil, nil, nil, nil, nil
+	}
+	ctx, cancel := context.WithTimeout(wk.w.ctx, 30*time.Second) // the run's end cuts it short
+	done = func() {
+		wk.release(n, outer)
+		cancel()
+		wk.w.model.free(n)
+	}
+	l := handle(rt, n, kind == kRW)
+	if outer = wk.acquireOnce(ctx, n, gen, l, kind == kRW, what+": outer", time.Second); outer != nil {
+		inner = wk.acquireOnce(outer.h.Context(), n, gen, l, kind == kRW, what+": inner", time.Second)
+	}
+	if inner == nil {
+		done()
+		return nil, nil, nil, nil, nil
+	}
+	return n, f, outer, inner, done
+}
+
 // lateRelease: defect A. An owner holds twice (a re-entry); the inner
 // Unlock's first attempt fails to the runtime as a read timeout while the
 // very command reaches Redis later, after the runtime's retry released the
 // inner hold. It must not release the outer one.
 func (wk *worker) lateRelease() {
-	rt, gen, f := wk.slotNow()
-	kind := []int{kLock, kFair, kRW}[wk.rng.IntN(3)]
-	n, _ := wk.take(kind, scLateRelease, gen)
+	n, f, _, inner, done := wk.reentered(scLateRelease, "scenario late release")
 	if n == nil {
 		return
 	}
-	defer wk.w.model.free(n)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	write := kind == kRW
-	l := handle(rt, n, write)
-	outer := wk.acquireOnce(ctx, n, gen, l, write, "scenario late release: outer", time.Second)
-	if outer == nil {
-		return
-	}
-	defer wk.release(n, outer)
-	inner := wk.acquireOnce(outer.h.Context(), n, gen, l, write, "scenario late release: inner", time.Second)
-	if inner == nil {
-		return
-	}
+	defer done()
 	delay := f.readTimeout + time.Duration(300+wk.rng.IntN(1000))*time.Millisecond
 	dup := f.aimAt(&aim{kind: fLateDup, delay: delay, left: 1, match: isRelease(n.name, inner.field)})
 	defer f.unaim(dup)
@@ -123,8 +145,10 @@ func (wk *worker) lateRelease() {
 		return
 	}
 	wk.w.judged[scLateRelease].Add(1)
-	time.Sleep(time.Until(seen.Add(delay + 200*time.Millisecond)))
-	wk.contend(n, write, 500*time.Millisecond, "scenario late release: another owner")
+	if !wk.pause(time.Until(seen.Add(delay + 200*time.Millisecond))) {
+		return
+	}
+	wk.contend(n, inner.write, 500*time.Millisecond, "scenario late release: another owner")
 }
 
 // releaseOutage: defect D. An owner holds twice; the inner release's first
@@ -132,28 +156,12 @@ func (wk *worker) lateRelease() {
 // it is sent for longer than the call timeout (how long its latch lives).
 // The runtime carries the release through: once, not twice.
 func (wk *worker) releaseOutage() {
-	c := wk.w.cfg
-	rt, gen, f := wk.slotNow()
-	kind := []int{kLock, kFair, kRW}[wk.rng.IntN(3)]
-	n, _ := wk.take(kind, scReleaseOutage, gen)
+	n, f, _, inner, done := wk.reentered(scReleaseOutage, "scenario release outage")
 	if n == nil {
 		return
 	}
-	defer wk.w.model.free(n)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	write := kind == kRW
-	l := handle(rt, n, write)
-	outer := wk.acquireOnce(ctx, n, gen, l, write, "scenario release outage: outer", time.Second)
-	if outer == nil {
-		return
-	}
-	defer wk.release(n, outer)
-	inner := wk.acquireOnce(outer.h.Context(), n, gen, l, write, "scenario release outage: inner", time.Second)
-	if inner == nil {
-		return
-	}
-	window := c.callTimeout + time.Duration(300+wk.rng.IntN(700))*time.Millisecond
+	defer done()
+	window := wk.w.cfg.callTimeout + time.Duration(300+wk.rng.IntN(700))*time.Millisecond
 	out := f.aimAt(&aim{kind: fReleaseOutage, window: window, left: 1000, match: isRelease(n.name, inner.field)})
 	defer f.unaim(out)
 	_ = wk.unlockCall(n, inner, time.Second, "scenario release outage: inner unlock")
@@ -167,9 +175,11 @@ func (wk *worker) releaseOutage() {
 	select {
 	case <-inner.h.Done():
 	case <-time.After(window + 3*time.Second):
+	case <-wk.w.ctx.Done():
+		return
 	}
 	wk.w.judged[scReleaseOutage].Add(1)
-	wk.contend(n, write, 500*time.Millisecond, "scenario release outage: another owner")
+	wk.contend(n, inner.write, 500*time.Millisecond, "scenario release outage: another owner")
 }
 
 // lateReentry: defect C. Owner X (WithOwner) holds with a short LeaseTime
@@ -193,7 +203,7 @@ func (wk *worker) lateReentry() {
 	} else {
 		l = rt.Lock(n.name, actorlock.WithOwner(x))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(wk.w.ctx, 30*time.Second) // the run's end cuts it short
 	defer cancel()
 	const lease = 800 * time.Millisecond
 	old := wk.acquireOnce(ctx, n, gen, l, false, "scenario late re-entry: X", time.Second, actorlock.LeaseTime(lease))
@@ -235,7 +245,7 @@ func (wk *worker) downgrade() {
 		return
 	}
 	defer wk.w.model.free(n)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(wk.w.ctx, 30*time.Second) // the run's end cuts it short
 	defer cancel()
 	w := wk.acquireOnce(ctx, n, gen, handle(rt, n, true), true, "scenario downgrade: write", time.Second)
 	if w == nil {
@@ -275,7 +285,7 @@ func (wk *worker) fairOrder() {
 	start := time.Now()
 	w1, w2 := owner("w1"), owner("w2")
 	lock := func(o string) *actorlock.Lock { return rt.FairLock(n.name, actorlock.WithOwner(o)) }
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(wk.w.ctx, 30*time.Second) // the run's end cuts it short
 	defer cancel()
 	const lease = 500 * time.Millisecond
 	late := f.aimAt(&aim{kind: fDelay, early: true, delay: lease + 300*time.Millisecond, left: 1, match: func(sc scriptCall) bool {
@@ -323,6 +333,8 @@ func (wk *worker) fairOrder() {
 	case o2 = <-c2:
 		got2 = true
 	case <-time.After(bound):
+	case <-wk.w.ctx.Done():
+		return
 	}
 	// A Close mid-run, or a connection refused (the dial hook's, which
 	// spares no name), ends W2's wait with an error: nothing to judge.

@@ -338,14 +338,25 @@ func (wk *worker) fairLineAfterADelete() {
 	var ox, oR outcome
 	xDone, rDone := false, false
 	rFirst := false
-	select {
-	case ox = <-xc:
-		xDone = true
-	case oR = <-rc:
-		rDone, rFirst = true, oR.err == nil
-	case <-time.After(time.Until(from.Add(bound))):
+	// Until X is answered, R is granted, or the bound: an R that fails
+	// first (a refused connection) says nothing of X.
+	deadline := time.After(time.Until(from.Add(bound)))
+	for xc1, rc1 := xc, rc; !xDone && !rFirst; {
+		timedOut := false
+		select {
+		case ox = <-xc1:
+			xDone = true
+		case oR = <-rc1:
+			rDone, rFirst, rc1 = true, oR.err == nil, nil
+		case <-deadline:
+			timedOut = true
+		}
+		if timedOut {
+			break
+		}
 	}
 	late := !xDone && !rFirst
+	// Faults until now count: one during X's wait excuses it.
 	judged := m.faultless(n, from, true)
 	// Let each go as soon as it is granted, so that the other can be.
 	if !xDone {
