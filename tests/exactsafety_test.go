@@ -103,15 +103,11 @@ func TestLateReleaseAttemptDoesNotReleaseTwice(t *testing.T) {
 	const name = "late-release"
 	outer, inner := holdTwice(t, ctx, rt.Lock(name), direct)
 
-	const holdBack = 3 * time.Second
-	held := p.on(1, holdCommand, holdBack, func(c respCommand) bool { return isRelease(c, name, inner.Owner(), false) })
+	held := p.on(1, holdCommand, 3*time.Second, func(c respCommand) bool { return isRelease(c, name, inner.Owner(), false) })
 	require.NoError(t, inner.Unlock(ctx), "the retry released the inner hold")
-	sent := time.Now()
 	await(t, held.hits, time.Second, "the inner release's first attempt")
 	assert.Equal(t, "1", direct.HGet(ctx, name, outer.Owner()).Val(), "the retry released one hold")
-
-	// The first attempt reaches Redis holdBack after it was sent.
-	time.Sleep(time.Until(sent.Add(holdBack + 500*time.Millisecond)))
+	await(t, held.ran, 5*time.Second, "the first attempt, run by Redis after its retry")
 	othersTry(t, ctx, other.Lock(name), outer, "after the inner release's late first attempt")
 	assert.Equal(t, "1", direct.HGet(ctx, name, outer.Owner()).Val(), "the late first attempt released nothing more")
 	require.NoError(t, outer.Err(), "the outer hold, never unlocked, is held")
@@ -216,8 +212,7 @@ func TestReleaseRetriedPastItsLatchReleasesOnce(t *testing.T) {
 	through := p.on(1, delayReply, 1500*time.Millisecond, release)
 	require.Error(t, inner.Unlock(ctx), "the release failed as far as the caller knows")
 	await(t, dropped.hits, time.Second, "the first attempt, whose reply was lost")
-	await(t, through.hits, 5*time.Second, "the retry after the refusals")
-	time.Sleep(200 * time.Millisecond) // it ran; its reply is on its way back
+	await(t, through.ran, 5*time.Second, "the retry after the refusals, run (its reply is on its way back)")
 	othersTry(t, ctx, other.Lock(name), outer, "another owner after the inner release's retry")
 	select {
 	case <-inner.Done():
@@ -566,15 +561,15 @@ func TestLateFirstAttemptAfterAReentryDoesNotCountTwice(t *testing.T) {
 	t.Parallel()
 	p, direct, rt := impatient(t)
 	ctx := ctxFor(t, 30*time.Second)
-	const name, holdBack = "late-first-after-reentry", 1500 * time.Millisecond
-	held := p.on(1, holdCommand, holdBack, func(c respCommand) bool { return isAcquireOn(c, name, rt.ID()+":*") })
+	const name = "late-first-after-reentry"
+	held := p.on(1, holdCommand, 1500*time.Millisecond, func(c respCommand) bool { return isAcquireOn(c, name, rt.ID()+":*") })
 	h, err := rt.Lock(name).Acquire(ctx)
 	require.NoError(t, err, "the retry took the lock")
-	sent := time.Now().Add(-300 * time.Millisecond) // the first attempt left before its read timeout
 	await(t, held.hits, time.Second, "the first attempt")
 	inner, err := rt.Lock(name).Acquire(h.Context())
 	require.NoError(t, err, "a re-entry")
-	time.Sleep(time.Until(sent.Add(holdBack + 500*time.Millisecond))) // the first attempt reaches Redis
+	require.Empty(t, held.ran, "the re-entry came before the first attempt reached Redis")
+	await(t, held.ran, 5*time.Second, "the first attempt, run by Redis after its retry and the re-entry")
 	assert.Equal(t, "2", direct.HGet(ctx, name, h.Owner()).Val(), "two acquisitions, counted twice")
 	require.NoError(t, inner.Unlock(ctx))
 	require.NoError(t, h.Unlock(ctx))
