@@ -116,7 +116,7 @@ sim-mutants)
 	baseline=ok
 	if ! (cd tests/sim && ACTORLOCK_MUTANT=0 SIM_DURATION="$duration" SIM_SHRINK=0 \
 		"$bin" -test.count=1 -test.timeout=10m -test.v -test.run '^TestSim$' >"${TMPDIR:-/tmp}/actorlock-sim-mutant-0.log" 2>&1); then
-		what=$(sed -n 's/^ *VIOLATION \(.*\) after [0-9.]*s on .*/\1/p' "${TMPDIR:-/tmp}/actorlock-sim-mutant-0.log" | head -1)
+		what=$(sed -n 's/^ *VIOLATION \(.*\) after [0-9.]*s on .*/\1/p' "${TMPDIR:-/tmp}/actorlock-sim-mutant-0.log" | tail -1)
 		echo "sim-mutants: the run fails without any mutant (ACTORLOCK_MUTANT=0${what:+: $what}): the results below prove nothing" >&2
 		baseline=failed
 	fi
@@ -127,10 +127,11 @@ sim-mutants)
 		out=$(cd tests/sim && ACTORLOCK_MUTANT=$n SIM_DURATION="$duration" SIM_SHRINK=0 \
 			"$bin" -test.count=1 -test.timeout=10m -test.v -test.run '^TestSim$' 2>&1) && rc=0 || rc=$?
 		at=$(printf '%s\n' "$out" | sed -n 's/.*sim: first violation after \([0-9.]*s\) of simulation.*/\1/p' | head -1)
-		# The check that caught it: the violation's invariant (and, for
-		# issue 31's shapes, the shape the checker saw).
-		what=$(printf '%s\n' "$out" | sed -n 's/^ *VIOLATION \(.*\) after [0-9.]*s on .*/\1/p' | head -1)
-		shape=$(printf '%s\n' "$out" | grep -m1 '^ *VIOLATION' | sed -n 's/.*\[shape of \(.*\)\].*/\1/p')
+		# The check that caught it: the invariant of the violation that
+		# failed the run, printed last (violations counted as known shapes,
+		# SIM_KNOWN, are printed before it), and the shape it has, if any.
+		what=$(printf '%s\n' "$out" | sed -n 's/^ *VIOLATION \(.*\) after [0-9.]*s on .*/\1/p' | tail -1)
+		shape=$(printf '%s\n' "$out" | grep '^ *VIOLATION' | tail -1 | sed -n 's/.*\[shape of \(.*\)\].*/\1/p')
 		printf '%s\n' "$out" >"${TMPDIR:-/tmp}/actorlock-sim-mutant-$n.log"
 		if [ "$rc" -ne 0 ] && [ -n "$at" ]; then
 			echo "mutant $n: PASS (caught after $at by: $what${shape:+; shape of $shape})"
