@@ -53,6 +53,10 @@ type proxyRule struct {
 	d     time.Duration
 	times int
 	hits  chan respCommand // one per command acted on
+	// ran: one per command acted on that Redis has run (its reply read
+	// by the proxy, whatever becomes of it), for a test to wait for a
+	// command held back instead of sleeping.
+	ran chan respCommand
 }
 
 // respCommand is one command as the client sent it.
@@ -114,26 +118,26 @@ func (p *respProxy) Addr() string { return p.ln.Addr().String() }
 // on adds a rule acting on the next times commands that match; its hits
 // channel tells of each.
 func (p *respProxy) on(times int, act proxyAction, d time.Duration, match func(respCommand) bool) *proxyRule {
-	r := &proxyRule{match: match, act: act, d: d, times: times, hits: make(chan respCommand, times)}
+	r := &proxyRule{match: match, act: act, d: d, times: times, hits: make(chan respCommand, times), ran: make(chan respCommand, times)}
 	p.mu.Lock()
 	p.rules = append(p.rules, r)
 	p.mu.Unlock()
 	return r
 }
 
-// actionFor is what to do with c: the first rule that matches and has
-// uses left takes one.
-func (p *respProxy) actionFor(c respCommand) (proxyAction, time.Duration) {
+// actionFor is the rule for c, nil if none: the first rule that matches
+// and has uses left takes one.
+func (p *respProxy) actionFor(c respCommand) *proxyRule {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range p.rules {
 		if r.times > 0 && r.match(c) {
 			r.times--
 			r.hits <- c
-			return r.act, r.d
+			return r
 		}
 	}
-	return 0, 0
+	return nil
 }
 
 func (p *respProxy) accept() {
@@ -158,9 +162,9 @@ func (p *respProxy) accept() {
 
 // pendingReply is how to deliver the reply of a command sent to Redis.
 type pendingReply struct {
-	act proxyAction
-	d   time.Duration
-	raw bool // the connection subscribed: copy everything from now on
+	rule *proxyRule // nil: none acts on it
+	cmd  respCommand
+	raw  bool // the connection subscribed: copy everything from now on
 }
 
 // serve carries one connection: commands one by one to Redis, each reply
@@ -190,12 +194,13 @@ func (p *respProxy) serve(client, server net.Conn) {
 		if len(c) == 0 {
 			return
 		}
-		act, d := p.actionFor(c)
-		switch act {
-		case refuse:
+		r := p.actionFor(c)
+		switch {
+		case r == nil:
+		case r.act == refuse:
 			return
-		case holdCommand:
-			time.Sleep(d)
+		case r.act == holdCommand:
+			time.Sleep(r.d)
 		}
 		if _, err := server.Write(raw); err != nil {
 			return
@@ -206,7 +211,7 @@ func (p *respProxy) serve(client, server net.Conn) {
 			_, _ = io.Copy(server, in)
 			return
 		}
-		pending <- pendingReply{act: act, d: d}
+		pending <- pendingReply{rule: r, cmd: c}
 	}
 }
 
@@ -224,9 +229,14 @@ func (p *respProxy) replies(client, server net.Conn, pending <-chan pendingReply
 		if err != nil {
 			return
 		}
-		switch r.act {
+		if r.rule == nil {
+			_, _ = client.Write(reply)
+			continue
+		}
+		r.rule.ran <- r.cmd
+		switch r.rule.act {
 		case delayReply:
-			time.Sleep(r.d)
+			time.Sleep(r.rule.d)
 		case dropReply:
 			p.drop(client)
 			continue

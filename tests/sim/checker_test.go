@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -72,7 +73,7 @@ func (m *model) sweep(ctx context.Context) {
 		if redisOK {
 			m.checkCounts(n, fields, epochs[i], t0)
 		}
-		m.checkConflicts(n, now)
+		m.sweepExclusion(n)
 	}
 	m.checkListed(listed, now)
 	for _, r := range m.reqs {
@@ -134,6 +135,9 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 			h.doneSeen = now
 			cause := h.h.Err()
 			n.record(-1, "Done of %s token %d: %s", short(h.owner), h.h.Token(), errKind(cause))
+			if errors.Is(cause, actorlock.ErrLost) {
+				m.checkLoss(n, h, cause)
+			}
 			if errors.Is(cause, actorlock.ErrLost) || errors.Is(cause, actorlock.ErrClosed) {
 				// A lost or closed hold is given back in Redis when
 				// Redis answers: its field may stay that long.
@@ -146,6 +150,9 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 				m.failKnown(known5(n, h), "Unlock's result matches the Held", n, []string{h.field}, "Unlock returned ErrLost but Done's cause is %v", cause)
 			}
 			continue
+		}
+		if v := h.h.ValidUntil(); v.After(h.validLive) && !doneNow(h) {
+			h.validLive = v
 		}
 		switch {
 		case !h.released.IsZero() && now.Sub(h.released) > tol:
@@ -229,7 +236,9 @@ func believed(n *nameState, field string) (count int, ok bool) {
 		if h.field != field || !h.live() || !h.released.IsZero() || !h.toldLost.IsZero() {
 			continue
 		}
-		if h.unlocking > 0 || !h.ctxUnlock.IsZero() || !h.abandoned.IsZero() {
+		// An Unlock that failed or whose ctx ended is carried through by
+		// the runtime: until the Held ends, Redis may count it or not.
+		if h.unlocking > 0 || !h.ctxUnlock.IsZero() || h.failedUnlock || !h.abandoned.IsZero() {
 			return 0, false
 		}
 		count++
@@ -300,40 +309,227 @@ func (m *model) checkCounts(n *nameState, fields map[string]string, epochs map[s
 	}
 }
 
-// checkConflicts: two owners never hold a lock at once, except across a
-// fault the README calls unsafe. Done closes before Redis can let another
-// owner in; tol allows for Done's timer running late on this machine.
-func (m *model) checkConflicts(n *nameState, now time.Time) {
-	var live []*hold
-	for _, h := range n.holds {
-		if h.live() && h.released.IsZero() && h.toldLost.IsZero() && h.unlocking == 0 && h.ctxUnlock.IsZero() && h.abandoned.IsZero() && !doneNow(h) {
-			live = append(live, h)
+// checkExclusion is the exact mutual-exclusion check, for hold b just
+// granted: every other hold of the name that conflicts with it (another
+// owner's; a reader's and a writer's) was valid no later than b's grant,
+// unless its Unlock was called before b's grant (its release may have let b
+// in) or a fault docs/guarantees.md calls unsafe hit the name in between.
+// No timing tolerance: b's grant time is its fencing token (hold.granted),
+// and a hold's validity deadline is the runtime's own (Held.ValidUntil),
+// whenever its Done happens to close. A hold's deadline only moves on while
+// it lives (but for a read release, which may bring a read hold's back),
+// and once it ended it is no later than the end; a renewal that lands after
+// b's grant cannot succeed unless two owners are in Redis. So reading it at
+// any moment after b's grant, and comparing, is exact: here (b's grant
+// reaches the model), at every sweep while the older hold lives, and once
+// when it has ended (sweepExclusion).
+func (m *model) checkExclusion(n *nameState, b *hold) {
+	for _, a := range n.holds {
+		if a != b {
+			m.judgePair(n, a, b)
+			m.judgePair(n, b, a)
 		}
 	}
-	pairs := map[[2]uint64]bool{}
-	for i, a := range live {
-		for _, b := range live[i+1:] {
-			if !conflict(n, a, b) || m.exempt(n, a, b) {
-				continue
-			}
-			k := [2]uint64{min(a.id, b.id), max(a.id, b.id)}
-			pairs[k] = true
-			since, was := n.conflictSince[k]
-			if !was {
-				n.conflictSince[k] = now
-				continue
-			}
-			if now.Sub(since) > m.w.cfg.tol {
-				m.fail("at most one owner holds a lock", n, sortedOwners(a, b),
-					"tokens %d and %d both live (Done open, Err nil) for %.3fs", a.h.Token(), b.h.Token(), now.Sub(since).Seconds())
+}
+
+// sweepExclusion compares every hold that lives, or ended since the last
+// sweep, with the conflicting grants after it.
+func (m *model) sweepExclusion(n *nameState) {
+	for _, a := range n.holds {
+		if a.exclusionDone {
+			continue
+		}
+		if !a.live() {
+			a.exclusionDone = true
+		}
+		for _, b := range n.holds {
+			if b != a {
+				m.judgePair(n, a, b)
 			}
 		}
 	}
-	for k := range n.conflictSince {
-		if !pairs[k] {
-			delete(n.conflictSince, k)
+}
+
+// judgePair flags a, an older hold, still valid when b was granted.
+func (m *model) judgePair(n *nameState, a, b *hold) {
+	at := b.granted()
+	if !conflict(n, a, b) || !a.granted().Before(at) || a.flagged || b.flagged {
+		return
+	}
+	if !a.unlockCalled.IsZero() && a.unlockCalled.Before(at) || m.unsafeDuring(n, a.granted(), at) {
+		return
+	}
+	until := a.h.ValidUntil()
+	if !until.After(at) {
+		return
+	}
+	a.flagged, b.flagged = true, true
+	d := m.shapeOf(n, a)
+	m.failKnown(d, "mutual exclusion (exact): a conflicting hold is granted only after every other hold's validity (Held.ValidUntil)", n, sortedOwners(a, b),
+		"token %d was granted at %s while token %d (granted %s, lease %v, Done closed: %v, Err %v) was valid until %s, %v later%s",
+		b.h.Token(), at.Format("15:04:05.000000"), a.h.Token(), a.granted().Format("15:04:05.000000"), a.lease, doneNow(a), a.h.Err(),
+		until.Format("15:04:05.000000"), until.Sub(at), shaped(d))
+}
+
+// drift is the runtime's drift allowance for a lease: max(1 % + 2 ms,
+// 25 ms), at most a quarter of the lease (docs/guarantees.md, "Loss is
+// reported").
+func drift(lease time.Duration) time.Duration {
+	return min(max(lease/100+2*time.Millisecond, 25*time.Millisecond), lease/4)
+}
+
+// checkLoss judges a hold h whose Done closed with ErrLost (cause), which
+// no Unlock of it was called for. The docs allow a loss only for a cause
+// they name; anything else is a violation. The rule, exactly:
+//
+//  1. Excused: a fault the docs call unsafe hit the name while h lived
+//     (unsafeDuring), or the runtime ended h because a re-entry of its
+//     owner had an outcome that stayed unknown after every try
+//     (docs/guarantees.md, "Exactly once"), with a fault on a call of the
+//     name while h lived.
+//  2. Else h must not have ended before its validity deadline: the
+//     runtime ends a hold early only when Redis shows it gone or taken,
+//     which no safe fault can do (Redis counts a lease from when a script
+//     ran; the runtime from when it was sent, less a drift allowance). The
+//     deadline is the latest Held.ValidUntil read while h lived (exact: it
+//     only moves on), and at least its acquisitions' own leases (asked +
+//     lease - drift: they left no earlier), Extend's, and each renewal the
+//     runtime saw confirmed in time (renewals: sent + watchdog lease -
+//     drift), for it and every acquisition of its owner alive with it. A
+//     read-write hold whose owner released part of it meanwhile is judged
+//     by its end alone (validity then follows the read-hold keys left).
+//  3. A hold its owner's watchdog renewed (an acquisition without
+//     LeaseTime), lost at its deadline: faults must have kept every renewal
+//     of it from being confirmed for the lease before its end: each
+//     renewal call of it sent in that lease failed or came back too late
+//     (a call fails here only by a fault, injected or unforced), and if
+//     none was sent then, a renewal call of its runtime was held up (the
+//     watchdog sends no round while one is out), or this process was
+//     paused. A LeaseTime hold lost at its deadline reached the end of its
+//     lease: allowed.
+//
+// Two allowances, neither on the exclusion check: sendSlack for a renewal's
+// send seen by the hook a moment after the runtime took its time, and
+// applyLag for a confirmation to reach the lock actor once its reply is in.
+func (m *model) checkLoss(n *nameState, h *hold, cause error) {
+	c := m.w.cfg
+	end := h.h.ValidUntil() // the end, or the deadline if that came first
+	if !h.unlockCalled.IsZero() && h.unlockCalled.Before(end) || h.flagged {
+		return // its release may have ended it
+	}
+	if m.unsafeDuring(n, h.granted(), end.Add(c.applyLag)) {
+		return
+	}
+	if strings.Contains(cause.Error(), "re-entry's outcome stayed unknown") && (n.lastFault.After(h.since) || m.lastFault.After(h.since)) {
+		return
+	}
+	fail := func(invariant, format string, args ...any) {
+		h.flagged = true
+		d := m.shapeOf(n, h)
+		m.failKnown(d, invariant, n, []string{h.field}, "token %d (granted %s, lease %v, LeaseTime %v) ended %s with %v: "+format+"%s",
+			append(append([]any{h.h.Token(), h.granted().Format("15:04:05.000"), h.lease, h.leased, end.Format("15:04:05.000"), cause}, args...), shaped(d))...)
+	}
+	if rw, ok := n.rwReleased[h.owner]; ok && n.kind == kRW && rw.After(h.since.Add(-c.callTimeout)) {
+		return
+	}
+	const early = "no loss before the validity the runtime gave a hold (checkLoss rule 2)"
+	if end.Before(h.validLive) {
+		fail(early, "the runtime had counted it valid until %s (%v later)", h.validLive.Format("15:04:05.000"), h.validLive.Sub(end))
+		return
+	}
+	L := c.watchdog
+	var bound time.Time
+	by := ""
+	raise := func(t time.Time, what string) {
+		if t.After(bound) {
+			bound, by = t, what
 		}
 	}
+	// The acquisitions of h's owner alive with it share its validity.
+	var siblings []*hold
+	for _, g := range n.holds {
+		if g.owner == h.owner && g.slot == h.slot && g.gen == h.gen && !g.since.After(end) && (g.live() || !g.doneSeen.Before(h.since)) {
+			siblings = append(siblings, g)
+		}
+	}
+	for _, g := range siblings {
+		cap := func(t time.Time) time.Time {
+			if !g.live() || g == h {
+				if v := g.h.ValidUntil(); v.Before(t) {
+					return v
+				}
+			}
+			return t
+		}
+		if !g.asked.IsZero() {
+			raise(cap(g.asked.Add(g.grantLease-drift(g.grantLease))), fmt.Sprintf("the acquisition of token %d (lease %v) asked at %s", g.h.Token(), g.grantLease, g.asked.Format("15:04:05.000")))
+		}
+		if !g.extendedTo.IsZero() {
+			raise(cap(g.extendedTo), fmt.Sprintf("an Extend of token %d", g.h.Token()))
+		}
+	}
+	// renewing: a watchdog acquisition of the owner kept its registration
+	// from before from until after to: a renewal is applied only if the
+	// registration it carried is still the hold's when its reply arrives
+	// (unlocking the last watchdog acquisition cancels it).
+	renewing := func(from, to time.Time) bool {
+		for _, g := range siblings {
+			if !g.leased && !g.granted().After(from) && (g.unlockCalled.IsZero() || !g.unlockCalled.Before(to)) {
+				return true
+			}
+		}
+		return false
+	}
+	var calls []renewCall
+	if h.renews != nil {
+		calls = h.renews.of(n.name, h.owner)
+	}
+	for _, r := range calls {
+		if r.ok && !r.done.Add(c.applyLag).After(end) && renewing(r.sent, r.done.Add(c.applyLag)) {
+			raise(r.sent.Add(L-drift(L)), fmt.Sprintf("a renewal sent %s, confirmed %s", r.sent.Format("15:04:05.000"), r.done.Format("15:04:05.000")))
+		}
+	}
+	if end.Before(bound.Add(-c.sendSlack)) {
+		fail(early, "%s made it valid until %s (%v later)", by, bound.Format("15:04:05.000"), bound.Sub(end))
+		return
+	}
+	// Rule 3. The renewals that could have kept it: sent in the lease
+	// before its end, while the watchdog had it. A grant that came back
+	// with less than a renewal period of its lease left (its acquisition
+	// was held up) is lost before any renewal is due; a hold no watchdog
+	// acquisition kept registered over that lease (LeaseTime ones) is
+	// lost at the end of its lease.
+	from := end.Add(-(L - drift(L)))
+	for _, g := range siblings {
+		if !g.leased && g.since.After(from) && g.since.Before(end) && renewing(g.granted(), end) {
+			from = g.since // registered once its grant came back
+		}
+	}
+	if end.Sub(from) < L/3+c.applyLag || !renewing(from, end) {
+		return
+	}
+	sent := 0
+	for _, r := range calls {
+		if r.sent.After(from.Add(-c.sendSlack)) && !r.sent.After(end) {
+			sent++
+		}
+	}
+	if sent > 0 || h.renews == nil || h.renews.heldUp(from, end, L/3) || m.pausedDuring(from, end, L/3) || m.stalledDuring(from, end) {
+		return
+	}
+	fail("no loss of a renewed hold unless faults kept every renewal in its last lease from being confirmed (checkLoss rule 3)",
+		"no renewal of it was sent in the lease before (from %s), and none of its runtime was held up", from.Format("15:04:05.000"))
+}
+
+// stalledDuring reports whether Redis was paused (CLIENT PAUSE WRITE)
+// between from and to: renewals sent then wait for the pause to end.
+func (m *model) stalledDuring(from, to time.Time) bool {
+	for _, iv := range m.stalls {
+		if iv.from.Before(to) && from.Before(iv.to) {
+			return true
+		}
+	}
+	return false
 }
 
 // listedHold is an entry of some runtime's rt.Held().

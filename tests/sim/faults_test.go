@@ -27,10 +27,29 @@ const (
 	fPubSubSlow        // pub/sub messages of a runtime arrive late for a while
 	fPauseWrite        // CLIENT PAUSE WRITE
 	fRestart           // redis-server restarts without persistence (unsafe)
+	// fLateDup: the call fails to the runtime as a read timeout (after the
+	// client's read timeout), while the very same command reaches Redis
+	// later, on another connection: a command whose bytes were still on
+	// their way when its reply timed out, arriving after the runtime's
+	// retry of it (issue 31, defect A's shape).
+	fLateDup
+	// fLateSend: the command leaves late (a client stalled before writing)
+	// and its reply comes back: it reaches Redis up to 2 s after the
+	// runtime sent it (issue 31, defect C's shape).
+	fLateSend
+	// fReleaseOutage: a release's first attempt runs and its reply is lost,
+	// then every attempt of that release (same unlock latch) fails before
+	// it is sent, for longer than the call timeout, which is how long its
+	// latch lives (issue 31, defect D's shape).
+	fReleaseOutage
 	nFaultKinds
 )
 
-var faultNames = [nFaultKinds]string{"delay", "delay-long", "lost-reply", "before-send", "kill-conn", "pubsub-slow", "pause-write", "restart"}
+// lateDupMax bounds how long after its call a late duplicate reaches Redis.
+const lateDupMax = 3 * time.Second
+
+var faultNames = [nFaultKinds]string{"delay", "delay-long", "lost-reply", "before-send", "kill-conn", "pubsub-slow", "pause-write", "restart",
+	"late-duplicate", "late-send", "release-outage"}
 
 // faults injects faults into one runtime's Redis client: it is the client's
 // hook (every command and pipeline, every dial) and wraps each connection.
@@ -50,6 +69,13 @@ type faults struct {
 	lossyUntil time.Time
 	// aims: faults a scenario aims at chosen calls (scenario_test.go).
 	aims []*aim
+	// outages: releases (by unlock latch key) whose every attempt fails
+	// before it is sent until then (fReleaseOutage).
+	outages map[string]time.Time
+
+	// renewals: what the runtime's renewal calls did, as it saw them
+	// (renewals_test.go).
+	renewals renewals
 }
 
 // aim is a fault aimed at the calls a scenario chooses, where drawn faults
@@ -62,8 +88,13 @@ type aim struct {
 	// before writing), not after it ran.
 	early bool
 	left  int
+	// window (fReleaseOutage): the first hit runs and loses its reply;
+	// later ones fail before they are sent, until window after the first.
+	window time.Duration
+	first  time.Time
+	// seen: when each hit call was met (before its fault);
 	// hits: when each hit call's outcome was handed back to the runtime.
-	hits chan time.Time
+	seen, hits chan time.Time
 }
 
 // scriptCall is an EVALSHA as the hook sees it: the script's name, its
@@ -93,9 +124,22 @@ func scriptCallOf(c redis.Cmder) (scriptCall, bool) {
 	return sc, true
 }
 
+// failAll fails cmds with err (the pipeline they share fails with one of
+// them) as a's hit.
+func (a *aim) failAll(cmds []redis.Cmder, err error) error {
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+	select {
+	case a.hits <- time.Now():
+	default:
+	}
+	return err
+}
+
 // aimAt arms a; unaim disarms it.
 func (f *faults) aimAt(a *aim) *aim {
-	a.hits = make(chan time.Time, 64)
+	a.hits, a.seen = make(chan time.Time, 64), make(chan time.Time, 64)
 	f.mu.Lock()
 	f.aims = append(f.aims, a)
 	f.mu.Unlock()
@@ -126,8 +170,15 @@ func (f *faults) aimed(cmds ...redis.Cmder) (*aim, int) {
 			continue
 		}
 		for _, a := range f.aims {
+			if a.kind == fReleaseOutage && !a.first.IsZero() && time.Since(a.first) > a.window {
+				a.left = 0
+			}
 			if a.left > 0 && a.match(sc) {
 				a.left--
+				select {
+				case a.seen <- time.Now():
+				default:
+				}
 				return a, i
 			}
 		}
@@ -193,9 +244,28 @@ func (f *faults) hitAimed(a *aim, cmds []redis.Cmder, i int, run func() error) e
 	if a.early {
 		time.Sleep(a.delay)
 	}
+	f.mu.Lock()
+	outageGoesOn := a.kind == fReleaseOutage && !a.first.IsZero()
+	if a.kind == fReleaseOutage && a.first.IsZero() {
+		a.first = time.Now()
+	}
+	f.mu.Unlock()
+	if a.kind == fLateDup {
+		// The whole pipeline is late, as its bytes would be; calls of
+		// other names in it meet a drawn fault.
+		if others, odesc := f.namesOf(append(append([]redis.Cmder(nil), cmds[:i]...), cmds[i+1:]...)...); len(others) > 0 {
+			f.w.mark(others, "late-duplicate beside an aimed one on ["+odesc+"]", true)
+		}
+		f.w.sendLater(cmds, names, desc, a.delay, false)
+		time.Sleep(f.readTimeout)
+		return a.failAll(cmds, readTimeoutError())
+	}
+	if a.kind == fBeforeSend || outageGoesOn {
+		return a.failAll(cmds, dialError())
+	}
 	err := run()
 	switch {
-	case a.kind == fLostReply:
+	case a.kind == fLostReply || a.kind == fReleaseOutage:
 		cmds[i].SetErr(readTimeoutError())
 		if len(cmds) == 1 {
 			err = cmds[i].Err()
@@ -211,7 +281,8 @@ func (f *faults) hitAimed(a *aim, cmds []redis.Cmder, i int, run func() error) e
 }
 
 func newFaults(w *world, slot int, seed uint64, readTimeout time.Duration) *faults {
-	return &faults{w: w, slot: slot, readTimeout: readTimeout, rng: rand.New(rand.NewPCG(seed, uint64(slot)+7)), conns: map[*faultConn]struct{}{}}
+	return &faults{w: w, slot: slot, readTimeout: readTimeout, rng: rand.New(rand.NewPCG(seed, uint64(slot)+7)), conns: map[*faultConn]struct{}{},
+		outages: map[string]time.Time{}, renewals: newRenewals()}
 }
 
 // draw picks the fault for one call (or -1), and a delay for the delay kinds.
@@ -236,7 +307,7 @@ func (f *faults) draw() (int, time.Duration) {
 	var weights = [...]struct {
 		kind int
 		w    int
-	}{{fDelay, 40}, {fDelayLong, 2}, {fLostReply, 30}, {fBeforeSend, 28}}
+	}{{fDelay, 40}, {fDelayLong, 2}, {fLostReply, 30}, {fBeforeSend, 28}, {fLateDup, 6}, {fLateSend, 3}, {fReleaseOutage, 4}}
 	total := 0
 	for _, k := range weights {
 		if cfg.faultOn(k.kind) {
@@ -261,6 +332,15 @@ func (f *faults) draw() (int, time.Duration) {
 		case fDelayLong:
 			lease := cfg.maxLease()
 			return fDelayLong, lease + time.Duration(f.rng.Int64N(int64(lease/2)))
+		case fLateDup:
+			// When the duplicate reaches Redis: before the read timeout
+			// or after, up to lateDupMax after the call.
+			return fLateDup, 200*time.Millisecond + time.Duration(f.rng.Int64N(int64(lateDupMax-200*time.Millisecond)))
+		case fLateSend:
+			return fLateSend, time.Duration(300+f.rng.IntN(1700)) * time.Millisecond
+		case fReleaseOutage:
+			// How long past the latch (the call timeout) it lasts.
+			return fReleaseOutage, time.Duration(f.rng.IntN(1500)) * time.Millisecond
 		}
 		return k.kind, 0
 	}
@@ -308,12 +388,29 @@ func readTimeoutError() error {
 
 // apply runs call (nil: the command never leaves) with fault kind: what
 // the caller sees is exactly what go-redis reports for the real fault.
-func (f *faults) apply(kind int, delay time.Duration, names []string, desc string, run func() error, fail func(error)) error {
+func (f *faults) apply(kind int, delay time.Duration, cmds []redis.Cmder, names []string, desc string, run func() error, fail func(error)) error {
+	if kind == fReleaseOutage && !f.startOutage(cmds, delay) {
+		kind = -1 // not a release: no fault
+	}
 	if kind < 0 {
 		return run()
 	}
 	f.w.countFault(kind, names, fmt.Sprintf("%s %v on [%s]", faultNames[kind], delay, desc))
 	switch kind {
+	case fLateDup:
+		f.w.sendLater(cmds, names, desc, delay, true)
+		time.Sleep(f.readTimeout)
+		err := readTimeoutError()
+		fail(err)
+		return err
+	case fLateSend:
+		time.Sleep(delay)
+		return run()
+	case fReleaseOutage:
+		_ = run()
+		err := readTimeoutError()
+		fail(err)
+		return err
 	case fBeforeSend:
 		err := dialError()
 		fail(err)
@@ -368,6 +465,7 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		f.w.calls.Add(1)
 		cmds := []redis.Cmder{cmd}
+		defer f.renewals.observe(f.w, cmds, time.Now())
 		run := f.watched(cmds, func() error { return next(ctx, cmd) })
 		if a, _ := f.aimed(cmd); a != nil {
 			return f.hitAimed(a, cmds, 0, run)
@@ -375,25 +473,36 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if f.spares(cmd) {
 			return run()
 		}
+		if err := f.outage(cmds); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
 		kind, delay := f.draw()
 		var names []string
 		var desc string
 		if kind >= 0 {
 			names, desc = f.namesOf(cmd)
 		}
-		return f.apply(kind, delay, names, desc, run, cmd.SetErr)
+		return f.apply(kind, delay, cmds, names, desc, run, cmd.SetErr)
 	}
 }
 
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		f.w.calls.Add(int64(len(cmds)))
+		defer f.renewals.observe(f.w, cmds, time.Now())
 		run := f.watched(cmds, func() error { return next(ctx, cmds) })
 		if a, i := f.aimed(cmds...); a != nil {
 			return f.hitAimed(a, cmds, i, run)
 		}
 		if f.spares(cmds...) {
 			return run()
+		}
+		if err := f.outage(cmds); err != nil {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
 		}
 		kind, delay := f.draw()
 		var names []string
@@ -403,7 +512,7 @@ func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 			// A pipeline's fault hits every command in it.
 			f.w.faultedCalls.Add(int64(len(cmds) - 1))
 		}
-		return f.apply(kind, delay, names, desc, run, func(err error) {
+		return f.apply(kind, delay, cmds, names, desc, run, func(err error) {
 			for _, c := range cmds {
 				c.SetErr(err)
 			}
@@ -480,4 +589,55 @@ func (c *faultConn) Close() error {
 		c.f.mu.Unlock()
 	}
 	return c.Conn.Close()
+}
+
+// latchOf is the unlock latch key among the keys of cmds' release scripts
+// (one per release request: its retries share it), "" if none.
+func latchOf(cmds []redis.Cmder) string {
+	for _, c := range cmds {
+		if sc, ok := scriptCallOf(c); ok {
+			for _, k := range sc.keys {
+				if strings.HasPrefix(k, "redisson_unlock_latch:") {
+					return k
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// startOutage starts a release outage on the release among cmds, if any:
+// its every attempt fails before it is sent until the call timeout (how
+// long its latch lives) plus extra from now.
+func (f *faults) startOutage(cmds []redis.Cmder, extra time.Duration) bool {
+	latch := latchOf(cmds)
+	if latch == "" {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.outages[latch] = time.Now().Add(f.w.cfg.callTimeout + extra)
+	return true
+}
+
+// outage fails cmds before they are sent when they carry a release under
+// an outage (the pipeline they share fails with it).
+func (f *faults) outage(cmds []redis.Cmder) error {
+	latch := latchOf(cmds)
+	if latch == "" {
+		return nil
+	}
+	f.mu.Lock()
+	until, ok := f.outages[latch]
+	if ok && !time.Now().Before(until) {
+		delete(f.outages, latch)
+		ok = false
+	}
+	f.mu.Unlock()
+	if !ok || !f.w.faultsOn.Load() {
+		return nil
+	}
+	names, desc := f.namesOf(cmds...)
+	f.w.countFault(fReleaseOutage, names, fmt.Sprintf("release-outage (until %s) on [%s]", until.Format("15:04:05.000"), desc))
+	return dialError()
 }

@@ -48,7 +48,39 @@ type hold struct {
 	failedUnlock bool
 	doneSeen     time.Time
 	absentSince  time.Time
+
+	// For the exact checks (checker_test.go):
+	// unlockCalled: when an Unlock of it (or of its group) was first
+	// called: from then on its release may let another owner in.
+	unlockCalled time.Time
+	// asked: when its acquisition was asked for (before the call; zero if
+	// not known): its grant left no earlier. grantLease: the lease asked
+	// for then (lease moves with Extend).
+	asked      time.Time
+	grantLease time.Duration
+	// leased: acquired with LeaseTime, not renewed by the watchdog.
+	leased bool
+	// extendedTo: the validity the latest confirmed Extend gave it, as
+	// counted from before its call.
+	extendedTo time.Time
+	// validLive: the latest Held.ValidUntil read while it lived.
+	validLive time.Time
+	// renews: its runtime's renewal calls (nil if its runtime had gone).
+	renews *renewals
+	// exclusionDone: its validity was compared with every conflicting
+	// grant after it, once it had ended.
+	exclusionDone bool
+	// flagged: the exact checks flagged it already (SIM_KEEP_GOING).
+	flagged bool
+	// shape: the issue 31 defect whose shape the scenario that took it
+	// drives (shapeOf).
+	shape int
 }
+
+// granted is when h was granted: its fencing token is the Redis server's
+// clock in µs at the grant (scripts/reentrant.lua, next_token), and that
+// server runs on this machine, so this is the grant's moment on our clock.
+func (h *hold) granted() time.Time { return time.UnixMicro(h.h.Token()) }
 
 func (h *hold) live() bool { return h.doneSeen.IsZero() }
 
@@ -69,6 +101,9 @@ type nameState struct {
 	busy     atomic.Bool
 	// spared: drawn faults spare its calls (faults.spares).
 	spared atomic.Bool
+	// shape: the issue 31 defect whose shape the scenario running on it
+	// drives (shapeOf), 0 if none (m.mu).
+	shape int
 	// holds the model believes may be held (Done not seen yet).
 	holds map[uint64]*hold
 	// breaks: force-unlocks and DELs by another client (they end holds
@@ -90,7 +125,6 @@ type nameState struct {
 	// mismatchSince: per field, since when Redis's count differs from the
 	// model's at every quiet look.
 	mismatchSince map[string]time.Time
-	conflictSince map[[2]uint64]time.Time
 	// restarts: the model's, shared (for known2).
 	restarts []interval
 	// free: sweeps' samples of whether the name's key was absent.
@@ -102,6 +136,13 @@ type nameState struct {
 	// unlockFailed: an Unlock of some hold of the field failed (Redis or
 	// ctx) while the field may have had other holds (defect 3's shape).
 	unlockFailed map[string]bool
+	// rwReleased: per owner, when it last released a hold of this
+	// read-write name: a read hold's validity then follows the read-hold
+	// keys left, and may move back (docs/guarantees.md).
+	rwReleased map[string]time.Time
+	// shared: per WithOwner id, when the with-owner-pair op last tried
+	// it through two runtimes at once (shape W, shapeOf).
+	shared map[string]time.Time
 }
 
 type interval struct{ from, to time.Time }
@@ -202,6 +243,9 @@ type model struct {
 	restarts []interval
 	// stalls: CLIENT PAUSE WRITE and restarts, each until a lease after.
 	stalls []interval
+	// pauses: when this process stood still (watchPauses): its runtimes'
+	// timers and calls with it, as a paused holder process's would.
+	pauses []interval
 	// inFlight requests: id -> (what, started, bound)
 	reqs   map[uint64]*request
 	reqSeq uint64
@@ -236,7 +280,7 @@ func newModel(w *world) *model {
 
 func (m *model) addName(name string, kind int, scenario bool) {
 	n := &nameState{name: name, kind: kind, scenario: scenario, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
-		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, conflictSince: map[[2]uint64]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}}
+		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}, rwReleased: map[string]time.Time{}, shared: map[string]time.Time{}}
 	m.names[name] = n
 	m.list = append(m.list, n)
 }
@@ -253,6 +297,9 @@ func (m *model) fail(invariant string, n *nameState, owners []string, format str
 func (m *model) failKnown(defect int, invariant string, n *nameState, owners []string, format string, args ...any) {
 	if m.first != nil {
 		return
+	}
+	if defect == 0 && n != nil {
+		defect = max(m.sharedShape(n, owners), m.lateAcquireShape(n))
 	}
 	if defect > 0 && m.w.cfg.known[defect] {
 		m.knownSeen[defect]++
@@ -271,10 +318,13 @@ func (m *model) failKnown(defect int, invariant string, n *nameState, owners []s
 		v.history = n.history(m.w.start, owners...)
 	}
 	if m.w.cfg.keepGoing {
-		// Count every violation by invariant, keep the first of each.
+		// Count every violation by invariant, keep the first of each, and
+		// say in a line where the next few were.
 		if m.byInvariant[invariant]++; m.byInvariant[invariant] == 1 {
 			m.firstOf[invariant] = v
 			m.order = append(m.order, invariant)
+		} else if m.byInvariant[invariant] <= 3 {
+			m.firstOf[invariant].history += fmt.Sprintf("  then:\n%v", v)
 		}
 		return
 	}
@@ -320,17 +370,30 @@ func (m *model) opEnd(n *nameState, field string) {
 	m.mu.Unlock()
 }
 
-// addHold registers a Held the workload got back.
-func (m *model) addHold(n *nameState, worker, slot, gen int, h *actorlock.Held, write, group bool) *hold {
+// addHold registers a Held the workload got back; asked: when its
+// acquisition was asked for (zero if not known).
+func (m *model) addHold(n *nameState, worker, slot, gen int, h *actorlock.Held, write, group bool, asked time.Time) *hold {
 	field := h.Owner()
 	if write {
 		field += ":write"
 	}
+	var renews *renewals
+	if s := m.w.slots[slot]; s != nil {
+		s.mu.RLock()
+		if s.gen == gen {
+			renews = &s.f.renewals
+		}
+		s.mu.RUnlock()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.seq++
-	hd := &hold{id: m.seq, h: h, name: n.name, owner: h.Owner(), field: field, write: write, slot: slot, gen: gen, lease: h.Lease(), since: time.Now(), group: group}
+	hd := &hold{id: m.seq, h: h, name: n.name, owner: h.Owner(), field: field, write: write, slot: slot, gen: gen, lease: h.Lease(), since: time.Now(), group: group,
+		asked: asked, grantLease: h.Lease(), leased: h.Lease() != m.w.cfg.watchdog, validLive: h.ValidUntil(), renews: renews, shape: n.shape}
 	n.holds[hd.id] = hd
+	// The exact mutual-exclusion check, at the earliest moment the model
+	// knows of the grant.
+	m.checkExclusion(n, hd)
 	m.byTok[tokKey{n.name, h.Owner(), h.Token()}] = hd
 	what := "acquired"
 	if write {
@@ -397,16 +460,14 @@ func (m *model) keepLast(list *[]interval, iv interval) {
 	}
 }
 
-// exempt: a hold granted across a break or a restart may overlap an older
-// one (the README calls these unsafe: the older holder learns of its loss
-// at its next renewal).
-func (m *model) exempt(n *nameState, a, b *hold) bool {
-	older, newer := a, b
-	if newer.since.Before(older.since) {
-		older, newer = newer, older
-	}
+// unsafeDuring reports whether a fault docs/guarantees.md calls unsafe hit
+// name n between from and to: a DEL or force-unlock by another client, a
+// restart without persistence (there is no failover here, and no holder
+// process is paused: the runtimes run in this one). Such a fault ends holds
+// without their owners, who learn of it at their next renewal.
+func (m *model) unsafeDuring(n *nameState, from, to time.Time) bool {
 	for _, iv := range append(append([]interval(nil), n.breaks...), m.restarts...) {
-		if iv.from.Before(newer.since) && older.since.Before(iv.to) {
+		if iv.from.Before(to) && from.Before(iv.to) {
 			return true
 		}
 	}
@@ -451,4 +512,15 @@ func sortedOwners(hs ...*hold) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// pausedDuring reports whether this process stood still for at least min
+// between from and to (m.mu held).
+func (m *model) pausedDuring(from, to time.Time, min time.Duration) bool {
+	for _, iv := range m.pauses {
+		if iv.from.Before(to) && from.Before(iv.to) && iv.to.Sub(iv.from) >= min {
+			return true
+		}
+	}
+	return false
 }

@@ -21,20 +21,38 @@ import (
 // on the way means the scenario judges nothing: its check assumes none.
 
 // scenarioNames is how many names of each kind scenarios share.
-const scenarioNames = 1
+const scenarioNames = 2
 
 // The scenarios, for their counts (world.scenarios).
 const (
 	scGiveBack = iota
 	scFairLine
+	scLateRelease   // issue 31, defect A (scenario31_test.go)
+	scReleaseOutage // D
+	scLateReentry   // C
+	scDowngrade     // B
+	scFairOrder     // E
 	nScenarios
 )
 
+var scenarioKinds = [nScenarios]string{"give-back", "fair line", "late release", "release outage", "late re-entry", "downgrade", "fair order"}
+
 func (wk *worker) scenario() {
-	if wk.rng.IntN(2) == 0 {
+	switch wk.rng.IntN(nScenarios) {
+	case scGiveBack:
 		wk.giveBackMeetsAHandOff()
-	} else {
+	case scFairLine:
 		wk.fairLineAfterADelete()
+	case scLateRelease:
+		wk.lateRelease()
+	case scReleaseOutage:
+		wk.releaseOutage()
+	case scLateReentry:
+		wk.lateReentry()
+	case scDowngrade:
+		wk.downgrade()
+	case scFairOrder:
+		wk.fairOrder()
 	}
 }
 
@@ -52,6 +70,9 @@ func (m *model) reserve(kind int) *nameState {
 }
 
 func (m *model) free(n *nameState) {
+	m.mu.Lock()
+	n.shape = 0
+	m.mu.Unlock()
 	n.spared.Store(false)
 	m.sparing.Add(-1)
 	n.busy.Store(false)
@@ -63,6 +84,10 @@ func (wk *worker) take(kind, sc, gen int) (n *nameState, owner func(role string)
 	if n = wk.w.model.reserve(kind); n == nil {
 		return nil, nil
 	}
+	m := wk.w.model
+	m.mu.Lock()
+	n.shape = scenarioShape[sc]
+	m.mu.Unlock()
 	wk.w.scenarios[sc].Add(1)
 	return n, func(role string) string { return fmt.Sprintf("sim-sc-s%d-g%d-w%d-%s", wk.s.idx, gen, wk.id, role) }
 }
@@ -91,8 +116,9 @@ func (m *model) faultless(n *nameState, from time.Time, stalls bool) bool {
 	return true
 }
 
-// acquired registers a hold a scenario got (nil for an error).
-func (wk *worker) acquired(n *nameState, gen int, h *actorlock.Held, err error, what string) *hold {
+// acquired registers a hold a scenario got (nil for an error), asked for
+// at asked (write: a write hold).
+func (wk *worker) acquired(n *nameState, gen int, h *actorlock.Held, err error, what string, asked time.Time, write bool) *hold {
 	m := wk.w.model
 	if err != nil {
 		m.mu.Lock()
@@ -100,7 +126,7 @@ func (wk *worker) acquired(n *nameState, gen int, h *actorlock.Held, err error, 
 		m.mu.Unlock()
 		return nil
 	}
-	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, false, false)
+	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, write, false, asked)
 	m.mu.Lock()
 	// WithOwner ids: see acquire.
 	m.taint(n, hd.field, time.Now())
@@ -122,10 +148,11 @@ func (wk *worker) acquireAsync(ctx context.Context, n *nameState, gen int, l *ac
 	bound := wait + c.callTimeout + c.tol
 	wk.w.ops.Add(1)
 	go func() {
+		asked := time.Now()
 		h, err := wk.tracked(n, l.Owner(), what, bound, func() (*actorlock.Held, error) {
 			return l.Acquire(ctx, append(opts, actorlock.WaitTime(wait))...)
 		})
-		out <- outcome{wk.acquired(n, gen, h, err, what), err}
+		out <- outcome{wk.acquired(n, gen, h, err, what, asked, false), err}
 	}()
 	return out
 }
@@ -211,12 +238,13 @@ func (wk *worker) giveBackMeetsAHandOff() {
 		return
 	}
 	wk.w.ops.Add(2) // A's TryAcquire and Unlock
+	askedA := time.Now()
 	tctx, tcancel := context.WithTimeout(ctx, time.Second)
 	h, err := wk.tracked(n, a, "scenario give-back: A try", time.Second+c.callTimeout+c.tol, func() (*actorlock.Held, error) {
 		return rt.Lock(n.name, actorlock.WithOwner(a)).TryAcquire(tctx)
 	})
 	tcancel()
-	ha := wk.acquired(n, gen, h, err, "scenario give-back: A try")
+	ha := wk.acquired(n, gen, h, err, "scenario give-back: A try", askedA, false)
 	if ha == nil {
 		f.unaim(undo)
 		hb = (<-bc).hd
@@ -291,11 +319,11 @@ func (wk *worker) fairLineAfterADelete() {
 		}
 	}
 	from := time.Now()
+	m.breakName(n, from, from.Add(5*time.Second+c.callTimeout)) // before the call (see force)
 	err := wk.w.admin.Del(ctx, n.name).Err()
 	if err == nil {
 		m.deleted(n, from, time.Now())
 	}
-	m.breakName(n, from, time.Now().Add(c.callTimeout))
 	m.mu.Lock()
 	n.record(wk.id, "scenario fair line: DEL by another client -> %s", errKind(err))
 	m.mu.Unlock()
@@ -310,14 +338,25 @@ func (wk *worker) fairLineAfterADelete() {
 	var ox, oR outcome
 	xDone, rDone := false, false
 	rFirst := false
-	select {
-	case ox = <-xc:
-		xDone = true
-	case oR = <-rc:
-		rDone, rFirst = true, oR.err == nil
-	case <-time.After(time.Until(from.Add(bound))):
+	// Until X is answered, R is granted, or the bound: an R that fails
+	// first (a refused connection) says nothing of X.
+	deadline := time.After(time.Until(from.Add(bound)))
+	for xc1, rc1 := xc, rc; !xDone && !rFirst; {
+		timedOut := false
+		select {
+		case ox = <-xc1:
+			xDone = true
+		case oR = <-rc1:
+			rDone, rFirst, rc1 = true, oR.err == nil, nil
+		case <-deadline:
+			timedOut = true
+		}
+		if timedOut {
+			break
+		}
 	}
 	late := !xDone && !rFirst
+	// Faults until now count: one during X's wait excuses it.
 	judged := m.faultless(n, from, true)
 	// Let each go as soon as it is granted, so that the other can be.
 	if !xDone {
@@ -331,8 +370,9 @@ func (wk *worker) fairLineAfterADelete() {
 		oR = <-rc
 	}
 	wk.release(n, oR.hd)
-	// A Close mid-run answers both with ErrClosed.
-	if !judged || errors.Is(ox.err, actorlock.ErrClosed) || errors.Is(oR.err, actorlock.ErrClosed) {
+	// A Close mid-run answers both with ErrClosed; a connection refused
+	// (the dial hook's, which spares no name) fails X's attempt for good.
+	if !judged || errors.Is(ox.err, actorlock.ErrClosed) || errors.Is(oR.err, actorlock.ErrClosed) || ox.err != nil && !errors.Is(ox.err, actorlock.ErrNotAcquired) {
 		return
 	}
 	wk.w.judged[scFairLine].Add(1)

@@ -30,12 +30,13 @@ const (
 	opUnlockTwice        // Unlock again at once after one whose ctx ended first
 	opMessage            // an owner actor acquiring by message (Runtime.PID)
 	opScenario           // a scenario aimed at a past defect's shape (scenario_test.go)
+	opOwnerPair          // two acquisitions with one WithOwner id in flight at once, on one runtime or two
 	nOps
 )
 
-var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message", "scenario"}
+var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message", "scenario", "with-owner-pair"}
 
-var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4, opScenario: 1}
+var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4, opScenario: 1, opOwnerPair: 2}
 
 const maxHolds = 3
 
@@ -206,6 +207,8 @@ func (wk *worker) do(op int) {
 		wk.byMessage()
 	case opScenario:
 		wk.scenario()
+	case opOwnerPair:
+		wk.ownerPair()
 	}
 }
 
@@ -296,7 +299,7 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 		m.fail("a reader cannot take the write side (ErrUpgrade)", n, []string{h.Owner()}, "%s granted the write lock to a reader's context", desc)
 		m.mu.Unlock()
 	}
-	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, write, false)
+	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, write, false, started)
 	if parent != nil && h.Owner() != parent.owner || withOwner && h.Owner()+map[bool]string{true: ":write", false: ""}[write] != field {
 		m.mu.Lock()
 		m.fail("a re-entry acts as its owner", n, []string{h.Owner(), field}, "%s granted to owner %s", desc, h.Owner())
@@ -399,6 +402,12 @@ func (wk *worker) unlockCall(n *nameState, hd *hold, timeout time.Duration, what
 	defer cancel()
 	m.mu.Lock()
 	wasReleased := !hd.released.IsZero()
+	if hd.unlockCalled.IsZero() {
+		hd.unlockCalled = time.Now()
+	}
+	if n.kind == kRW {
+		n.rwReleased[hd.owner] = time.Now()
+	}
 	hd.unlocking++
 	if n.ownerUnlocks[hd.owner]++; n.ownerUnlocks[hd.owner] > 1 {
 		n.concurrentUnlock[hd.owner] = time.Now()
@@ -478,6 +487,7 @@ func (wk *worker) unlockGroup(k int) {
 	g := wk.groups[k]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	m.unlocking(g.members)
 	id := m.begin(wk.id, g.what+" unlock", g.members[0].name, 2*time.Second+wk.w.cfg.tol)
 	err := g.g.Unlock(ctx)
 	m.end(id)
@@ -513,6 +523,7 @@ func (wk *worker) extend() {
 	defer cancel()
 	m.opStart(n, hd.field)
 	id := m.begin(wk.id, "extend "+n.name, n.name, 2*time.Second+wk.w.cfg.tol)
+	asked := time.Now()
 	err := hd.h.Extend(ctx, d)
 	m.end(id)
 	m.opEnd(n, hd.field)
@@ -522,6 +533,9 @@ func (wk *worker) extend() {
 	switch {
 	case err == nil:
 		hd.lease = max(hd.lease, d)
+		if to := asked.Add(d - drift(d)); to.After(hd.extendedTo) {
+			hd.extendedTo = to
+		}
 	case errors.Is(err, actorlock.ErrLost):
 		if hd.toldLost.IsZero() {
 			hd.toldLost = time.Now()
@@ -538,11 +552,13 @@ func (wk *worker) force() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	from := time.Now()
+	// Recorded before the call, whose holds may end before it returns: it
+	// runs within its ctx and the call timeout, or reaches Redis as a late
+	// duplicate (fLateDup) later still.
+	m.breakName(n, from, from.Add(2*time.Second+2*wk.w.cfg.callTimeout+lateDupMax))
 	id := m.begin(wk.id, "force-unlock "+n.name, n.name, 2*time.Second+wk.w.cfg.tol)
 	was, err := l.ForceUnlock(ctx)
 	m.end(id)
-	// A force-unlock whose reply was lost may still run for a call timeout.
-	m.breakName(n, from, time.Now().Add(wk.w.cfg.callTimeout))
 	m.mu.Lock()
 	n.record(wk.id, "force-unlock -> was locked %v, %s", was, errKind(err))
 	m.mu.Unlock()
@@ -565,11 +581,12 @@ func (wk *worker) del() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	from := time.Now()
+	// Recorded before the call (see force).
+	m.breakName(n, from, from.Add(2*time.Second+wk.w.cfg.callTimeout))
 	err := wk.w.admin.Del(ctx, n.name).Err()
 	if err == nil {
 		m.deleted(n, from, time.Now())
 	}
-	m.breakName(n, from, time.Now().Add(wk.w.cfg.callTimeout))
 	m.mu.Lock()
 	n.record(wk.id, "DEL by another client -> %s", errKind(err))
 	m.mu.Unlock()
@@ -658,6 +675,7 @@ func (wk *worker) group(what string, names []*nameState, slots, gens []int, acqu
 	defer cancel()
 	// A group waits for each member in turn, each bounded by what is
 	// left, and releases what it took when one fails.
+	asked := time.Now()
 	id := m.begin(wk.id, what+" "+names[0].name, names[0].name, bound+wk.w.cfg.callTimeout+wk.w.cfg.tol)
 	g, err := acquire(ctx, try, opts)
 	m.end(id)
@@ -676,7 +694,7 @@ func (wk *worker) group(what string, names []*nameState, slots, gens []int, acqu
 	}
 	for _, h := range g.Members() {
 		i := byName[h.Name()]
-		gh.members = append(gh.members, m.addHold(names[i], wk.id, slots[i], gens[i], h, false, true))
+		gh.members = append(gh.members, m.addHold(names[i], wk.id, slots[i], gens[i], h, false, true, asked))
 	}
 	wk.groups = append(wk.groups, gh)
 }
@@ -690,6 +708,7 @@ func (wk *worker) tiny() {
 	lease := time.Duration(1 + wk.rng.Int64N(int64(10*time.Millisecond-1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
+	asked := time.Now()
 	id := m.begin(wk.id, "tiny-lease "+n.name, n.name, 300*time.Millisecond+wk.w.cfg.tol)
 	h, err := l.Acquire(ctx, actorlock.LeaseTime(lease))
 	m.end(id)
@@ -700,7 +719,7 @@ func (wk *worker) tiny() {
 	}
 	m.mu.Unlock()
 	if h != nil {
-		wk.holds = append(wk.holds, m.addHold(n, wk.id, wk.s.idx, gen, h, false, false))
+		wk.holds = append(wk.holds, m.addHold(n, wk.id, wk.s.idx, gen, h, false, false, asked))
 	}
 }
 
@@ -709,6 +728,7 @@ func (wk *worker) tiny() {
 func (wk *worker) drain() {
 	for _, g := range wk.groups {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		wk.w.model.unlocking(g.members)
 		_ = g.g.Unlock(ctx)
 		cancel()
 		m := wk.w.model
@@ -731,4 +751,79 @@ func (wk *worker) drain() {
 		}
 	}
 	wk.holds = nil
+}
+
+// unlocking marks holds whose Unlock (their group's) is about to be called.
+func (m *model) unlocking(holds []*hold) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	for _, h := range holds {
+		if h.unlockCalled.IsZero() {
+			h.unlockCalled = now
+		}
+	}
+}
+
+// ownerPair: two acquisitions with one WithOwner id in flight at once, on
+// the worker's runtime and on one drawn from all (maybe the same): issue
+// 31's overlapping WithOwner attempts. The ids are shared by every worker
+// and runtime, as a Redisson thread's id may be.
+func (wk *worker) ownerPair() {
+	m := wk.w.model
+	n := wk.pickName()
+	owner := fmt.Sprintf("sim-pair-o%d", wk.rng.IntN(4))
+	write := n.kind == kRW && wk.rng.IntN(2) == 0
+	field := owner
+	if write {
+		field += ":write"
+	}
+	slots := []*slot{wk.s, wk.w.slots[wk.rng.IntN(len(wk.w.slots))]}
+	if slots[0] != slots[1] {
+		m.mu.Lock()
+		n.shared[owner] = time.Now()
+		m.mu.Unlock()
+	}
+	type got struct {
+		h     *actorlock.Held
+		err   error
+		slot  int
+		gen   int
+		asked time.Time
+	}
+	out := make([]got, 2)
+	var wg sync.WaitGroup
+	for i, s := range slots {
+		s.mu.RLock()
+		rt, gen := s.rt, s.gen
+		s.mu.RUnlock()
+		ctxTimeout, opts, bound, _ := wk.acquireOpts(n, false)
+		if n.kind == kFair {
+			bound += wk.w.cfg.callTimeout
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), ctxTimeout)
+			defer cancel()
+			asked := time.Now()
+			h, err := wk.tracked(n, field, "with-owner pair", bound, func() (*actorlock.Held, error) {
+				return handle(rt, n, write, actorlock.WithOwner(owner)).Acquire(ctx, opts...)
+			})
+			out[i] = got{h, err, s.idx, gen, asked}
+		}()
+	}
+	wg.Wait()
+	wk.w.ops.Add(1)
+	for _, g := range out {
+		m.mu.Lock()
+		n.record(wk.id, "with-owner pair %s%s on runtime %d -> %s", short(owner), map[bool]string{true: " write"}[write], g.slot, errKind(g.err))
+		// A grant may come back later and be given back; an id given by
+		// the caller may count one hold more on the slow path (acquire).
+		m.taint(n, field, time.Now())
+		m.mu.Unlock()
+		if g.err == nil {
+			wk.holds = append(wk.holds, m.addHold(n, wk.id, g.slot, g.gen, g.h, write, false, g.asked))
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,11 @@ type config struct {
 	// fail calls (script never ran), long ones let replies come back late.
 	readTimeouts []time.Duration
 	tol          time.Duration
+	// applyLag: how long after its reply comes back a renewal's
+	// confirmation may take to reach the lock actor; sendSlack: how much
+	// later than the runtime the hook may take a call's send time
+	// (checkLoss; not used by the exclusion check, which has no tolerance).
+	applyLag, sendSlack time.Duration
 	// closeEvery: a runtime is closed and replaced mid-run this often (0: never).
 	closeEvery time.Duration
 	// adminEvery: the fault loop's period (pause, kill, pub/sub, restart).
@@ -82,10 +88,13 @@ func drawConfig(seed uint64, d time.Duration) *config {
 		// was seen on top of the documented bounds (a fair waiter's
 		// answer held for its leave, a won grant given back).
 		tol:        2 * time.Second,
+		applyLag:   150 * time.Millisecond,
+		sendSlack:  20 * time.Millisecond,
 		adminEvery: time.Duration(300+r.IntN(700)) * time.Millisecond,
 	}
 	if raceEnabled {
 		c.tol = 3 * time.Second
+		c.applyLag, c.sendSlack = 250*time.Millisecond, 50*time.Millisecond
 		c.workers /= 2
 	}
 	// Workers mostly wait (on a held name, or on Redis): the CPU is not
@@ -138,6 +147,10 @@ type world struct {
 	start time.Time
 	srv   *redisserver.Server
 	admin *redis.Client // the checker's and the fault loop's: no faults
+	// late: the connection late duplicates reach Redis by (fLateDup);
+	// dups: those still on their way.
+	late  *redis.Client
+	dups  sync.WaitGroup
 	slots []*slot
 	model *model
 
@@ -192,6 +205,9 @@ func (w *world) count(kind int, names []string, desc string, marks bool) {
 // lastFault (every name's, if none: a connection killed, Redis paused or
 // restarted).
 func (w *world) mark(names []string, desc string, moves bool) {
+	if len(desc) > 300 {
+		desc = desc[:300] + "…"
+	}
 	m := w.model
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -199,7 +215,10 @@ func (w *world) mark(names []string, desc string, moves bool) {
 		m.lastFault = time.Now()
 		return
 	}
-	for _, name := range names {
+	for i, name := range names {
+		if slices.Contains(names[:i], name) {
+			continue // a name and its {name} keys
+		}
 		if n := m.names[name]; n != nil {
 			n.record(-1, "fault: %s", desc)
 			if moves {
@@ -272,10 +291,13 @@ func (r *result) String() string {
 			kinds = append(kinds, fmt.Sprintf("%s %d", faultNames[k], n))
 		}
 	}
-	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes, %d calls failed unforced; scenarios judged/started: give-back %d/%d, fair line %d/%d",
+	var scenarios []string
+	for k, n := range r.scenarios {
+		scenarios = append(scenarios, fmt.Sprintf("%s %d/%d", scenarioKinds[k], n[1], n[0]))
+	}
+	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes, %d calls failed unforced; scenarios judged/started: %s",
 		r.elapsed.Seconds(), r.ops, float64(r.ops)/min, r.calls, r.faulted, 100*float64(r.faulted)/max(float64(r.calls), 1),
-		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes, r.unforced,
-		r.scenarios[scGiveBack][1], r.scenarios[scGiveBack][0], r.scenarios[scFairLine][1], r.scenarios[scFairLine][0])
+		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes, r.unforced, strings.Join(scenarios, ", "))
 }
 
 // runWorld runs one simulation and returns what it found.
@@ -291,6 +313,8 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	defer w.cancel()
 	w.admin = redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 5 * time.Second, PoolSize: 8})
 	defer w.admin.Close()
+	w.late = redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: 5 * time.Second, PoolSize: 4, MaxRetries: -1})
+	defer w.late.Close()
 	w.model = newModel(w)
 	prefix := fmt.Sprintf("sim%d", c.seed)
 	for i := 0; i < c.names; i++ {
@@ -298,7 +322,7 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 		w.model.addName(fmt.Sprintf("%s:%s:%d", prefix, kindNames[k], i), k, false)
 	}
 	for i := 0; i < scenarioNames; i++ {
-		for _, k := range []int{kLock, kFair} {
+		for _, k := range []int{kLock, kFair, kRW} {
 			w.model.addName(fmt.Sprintf("%s:scenario:%s:%d", prefix, kindNames[k], i), k, true)
 		}
 	}
@@ -323,9 +347,10 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 		}
 	}
 	var bg sync.WaitGroup
-	bg.Add(2)
+	bg.Add(3)
 	go func() { defer bg.Done(); w.faultLoop(res) }()
 	sweepDone := make(chan struct{})
+	go func() { defer bg.Done(); w.watchPauses(sweepDone) }()
 	go func() {
 		defer bg.Done()
 		t := time.NewTicker(100 * time.Millisecond)
@@ -346,6 +371,8 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	// Quiescence: no more faults, every worker releases what it holds.
 	w.faultsOn.Store(false)
 	wg.Wait()
+	// Late duplicates still on their way land before the drain.
+	w.dups.Wait()
 	res.ops = w.ops.Load()
 	res.unforced = w.unforced.Load()
 	for k := range res.scenarios {
@@ -378,7 +405,7 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	}
 	res.v = w.model.first
 	for d, k := range w.model.knownSeen {
-		logf("known defect %d: %d violations of its shape; the first:\n%v", d, k, w.model.knownFirst[d])
+		logf("known %s: %d violations of its shape; the first:\n%v", defectName(d), k, w.model.knownFirst[d])
 		res.known += k
 	}
 	return res, nil
@@ -634,4 +661,56 @@ func (w *world) finish(ignore goleak.Option) *violation {
 		return &violation{invariant: "Close leaves no goroutine running", detail: err.Error(), at: time.Since(w.start)}
 	}
 	return nil
+}
+
+// sendLater sends copies of cmds to Redis after delay, on a connection of
+// their own (fLateDup): the runtime was told the call timed out, and may
+// have tried it again meanwhile. moves: its landing moves the names'
+// lastFault (not for a fault a scenario aimed: it judges what follows).
+func (w *world) sendLater(cmds []redis.Cmder, names []string, desc string, delay time.Duration, moves bool) {
+	args := make([][]any, len(cmds))
+	for i, c := range cmds {
+		args[i] = append([]any(nil), c.Args()...)
+	}
+	w.dups.Add(1)
+	go func() {
+		defer w.dups.Done()
+		time.Sleep(delay)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		pipe := w.late.Pipeline()
+		for _, a := range args {
+			pipe.Do(ctx, a...)
+		}
+		_, err := pipe.Exec(ctx)
+		w.mark(names, fmt.Sprintf("late duplicate of [%s] reached Redis, %v after it was sent (%s)", desc, delay, errKind(err)), moves)
+	}()
+}
+
+// watchPauses records when this process stood still (a goroutine that
+// asks to wake every 10 ms woke 100 ms late or more): a stop-the-world
+// pause or a starved scheduler holds the runtimes' timers and calls too, as
+// a paused holder process's (checkLoss).
+func (w *world) watchPauses(stop <-chan struct{}) {
+	const every, late = 10 * time.Millisecond, 100 * time.Millisecond
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			now := time.Now()
+			if now.Sub(last) > every+late {
+				m := w.model
+				m.mu.Lock()
+				if m.pauses = append(m.pauses, interval{last, now}); len(m.pauses) > 64 {
+					m.pauses = m.pauses[len(m.pauses)-64:]
+				}
+				m.mu.Unlock()
+			}
+			last = now
+		}
+	}
 }
