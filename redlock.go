@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/actorlock/actorlock/actors"
 
@@ -16,6 +19,9 @@ import (
 type red struct {
 	members []groupMember
 	err     error
+
+	hostsOnce sync.Once
+	hostsErr  error // two members' servers are one, by the addresses they resolve to
 }
 
 // RedLock groups locks on independent Redis masters (one runtime each)
@@ -57,6 +63,10 @@ func (r *red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held
 	if err != nil {
 		return nil, err
 	}
+	r.hostsOnce.Do(func() { r.hostsErr = r.distinctHosts(ctx) })
+	if r.hostsErr != nil {
+		return nil, r.hostsErr
+	}
 	ctx, obs := r.members[0].lock.rt.tel.startAcquire(ctx, kindRed, "", !try, ac.waitSet && ac.wait > 0)
 	defer func() { obs.end(err, "", 0) }()
 	lease := r.lease(ac)
@@ -82,6 +92,47 @@ func (r *red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held
 			return nil, ctxError(ctx)
 		}
 	}
+}
+
+// distinctHosts checks, once, that no two members' single-server clients
+// reach one server by different names ("localhost:6379" and
+// "127.0.0.1:6379"): the addresses their hosts resolve to, with the port,
+// must not meet. A RedLock over one server is no RedLock: a "majority"
+// would be one server. Names WithServerName gives, clusters' and those a
+// custom dialer reads are taken as given; a host that does not resolve now
+// is left to the round.
+func (r *red) distinctHosts(ctx context.Context) error {
+	seen := map[string]string{} // ip:port -> member
+	for _, m := range r.members {
+		c, ok := m.lock.rt.rdb.(*redis.Client)
+		if !ok || m.lock.rt.named || c.Options().Dialer != nil {
+			continue // a name of the user's: a cluster's, WithServerName's, or a dialer's own address
+		}
+		host, port, err := net.SplitHostPort(c.Options().Addr)
+		if err != nil {
+			continue
+		}
+		ips := []net.IP{net.ParseIP(host)}
+		if ips[0] == nil {
+			// Bounded, and not by ctx: a lookup cut short goes on in the
+			// background.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			ips, err = net.DefaultResolver.LookupIP(lctx, "ip", host)
+			cancel()
+			if err != nil {
+				continue
+			}
+		}
+		for _, ip := range ips {
+			at := net.JoinHostPort(ip.String(), port)
+			if other, dup := seen[at]; dup && other != m.lock.key.Name {
+				return fmt.Errorf("%w: RedLock members %s and %s on one server (%s)", ErrInvalidArgument,
+					sentinel.Quote(other), sentinel.Quote(m.lock.key.Name), at)
+			}
+			seen[at] = m.lock.key.Name
+		}
+	}
+	return nil
 }
 
 // lease is the lease of the members: LeaseTime, or the shortest watchdog

@@ -42,6 +42,7 @@ type Runtime struct {
 	gateway    *actor.PID // the runtime's PID under its name (actorkit.NamedPID)
 	keyPrefix  string     // WithKeyPrefix
 	server     string     // the deployment's name in the order of group members (group.go); "": none
+	named      bool       // server is WithServerName's
 	db         int        // the database number, beside server
 	noRecord   bool       // WithRuntimeRecord(false)
 	tel        *telemetry // metrics, spans, events, Held (telemetry.go)
@@ -79,6 +80,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (_ *Runtime, err error) {
 	}
 	rt := &Runtime{rdb: rdb, sys: cfg.system, id: newUUID(), watchdog: cfg.watchdog, keyPrefix: cfg.keyPrefix, noRecord: cfg.noRecord, done: make(chan struct{}), tel: tel}
 	rt.server, rt.db = deployment(rdb, cfg.serverName)
+	rt.named = cfg.serverName != ""
 	if rt.sys == nil {
 		rt.sys, rt.ownSystem = newSystem(logger), true
 	}

@@ -220,7 +220,7 @@ func (s *settleStep) start(*lockActor, actor.Context) scriptCall {
 }
 
 func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
-	if unsettled(d.err) && time.Now().Before(s.giveUpAt) {
+	if !settledBy(d.err) && time.Now().Before(s.giveUpAt) && !mutant.On(17) {
 		s.tries++
 		a.runLater(min(50*time.Millisecond<<s.tries, time.Second), s)
 		return
@@ -230,7 +230,7 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 	}
 	done := *s.done
 	done.tries, done.err = 0, d.err
-	if unsettled(d.err) {
+	if !settledBy(d.err) && !mutant.On(17) {
 		done.err = &unknowable{err: d.err}
 	}
 	if a.env.ReplicaSync.Replicas > 0 {
@@ -257,7 +257,7 @@ func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.
 	backoff := 50 * time.Millisecond
 	for {
 		err := call(ctx, g)
-		if !unsettled(err) {
+		if settledBy(err) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -270,6 +270,12 @@ func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.
 		backoff = min(2*backoff, time.Second)
 	}
 }
+
+// settledBy reports whether a settle call got Redis's answer about the run
+// it settles: what an attempt did, or that none did (ErrNotRun). Any other
+// failure, even one that never reached Redis (a refused dial), tells
+// nothing about the run, which may have acted: settling goes on.
+func settledBy(err error) bool { return err == nil || errors.Is(err, scripts.ErrNotRun) }
 
 // unknowable is the outcome of a run that could not be settled: Redis did
 // not answer for as long as the run's guard is sure to live. Whatever the

@@ -19,7 +19,7 @@
 --         the head of the queue that the grant took, for that long
 -- ARGV[9..11] the guard's (guard.lua)
 -- Returns {1, heard} released (heard: clients that received the message),
--- {1, 0, holdCount, token} released and granted to ARGV[5], {0} still held,
+-- {1, 0, holdCount, token, fresh} released and granted to ARGV[5], {0} still held,
 -- {-1} not the owner, {-2} count differs from ARGV[4] (nothing done).
 return guarded(function()
   local now = now_ms()
@@ -50,7 +50,7 @@ return guarded(function()
   if head == ARGV[5] then
     take_head(KEYS[2], KEYS[3], now)
     local g = grant(KEYS[1], KEYS[4], head, tonumber(ARGV[6]), ARGV[7])
-    return {1, 0, g[2], g[3]}
+    return {1, 0, g[2], g[3], g[4]}
   end
   return {1, redis.call(PUBLISH, ARGV[3] .. ':' .. head, 0)}
 end)

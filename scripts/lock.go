@@ -44,10 +44,11 @@ type Grant struct {
 	Token     int64         // fencing token of this acquisition, when acquired
 	HolderTTL time.Duration // remaining lease of the other holder, when not; negative: no expiry
 	// Other is, for a read grant, the owner's write holds as the grant
-	// found them; -1 when the script does not report it. (A write grant
-	// that finds the owner's holds gone starts at a count of 1, which
-	// tells it already.)
+	// found them; -1 when the script does not report it.
 	Other int64
+	// Fresh: the lock did not exist, so the owner's holds, if it had any,
+	// were gone before this grant.
+	Fresh bool
 	// Head and Joined (fair lock, when not acquired): the owner is the head
 	// of the lock's queue (the next to get it); the attempt put it at the
 	// back of the queue.
@@ -94,10 +95,10 @@ func grantScript(ctx context.Context, c Client, s script, g Guard, name string, 
 
 func grantOf(v []int64) (Grant, error) {
 	switch {
-	case len(v) == 3 && v[0] == 1:
-		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Other: -1}, nil
 	case len(v) == 4 && v[0] == 1:
-		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Other: v[3]}, nil
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Fresh: v[3] == 1, Other: -1}, nil
+	case len(v) == 5 && v[0] == 1:
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Fresh: v[3] == 1, Other: v[4]}, nil
 	case len(v) == 2 && v[0] == 0:
 		return Grant{HolderTTL: pttl(v[1])}, nil
 	case len(v) == 4 && v[0] == 0:

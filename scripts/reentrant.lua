@@ -21,9 +21,10 @@
 -- grant(lock, counter, owner, lease, ttl): take or re-enter the lock.
 --   lock: the lock HASH (field <owner> = hold count); lease: ms. Each
 --   request runs it once, however many of its attempts arrive (guard.lua).
---   Returns {1, holdCount, token}, {0, pttl of the holder}, or {-3} when
---   the hash is a read-write lock's (it has a mode field: one kind per
---   name).
+--   Returns {1, holdCount, token, fresh}, {0, pttl of the holder}, or {-3}
+--   when the hash is a read-write lock's (it has a mode field: one kind per
+--   name). fresh is 1 when the lock did not exist: the owner's holds, if it
+--   had any, were gone (deleted or expired) before this grant.
 local function next_token(counter, ttl)
   local now = redis.call('time')
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
@@ -59,7 +60,7 @@ local function grant(lock, counter, owner, lease, ttl)
   if redis.call('exists', lock) == 0 then
     redis.call('hset', lock, owner, 1)
     redis.call('pexpire', lock, lease)
-    return {1, 1, next_token(counter, ttl)}
+    return {1, 1, next_token(counter, ttl), 1}
   end
   -- The owner's count and the read-write lock's mode field in one command.
   -- A key of another type fails here, before anything is written.
@@ -76,5 +77,5 @@ local function grant(lock, counter, owner, lease, ttl)
   if redis.call('pttl', lock) < lease then
     redis.call('pexpire', lock, lease)
   end
-  return {1, count, next_token(counter, ttl)}
+  return {1, count, next_token(counter, ttl), 0}
 end

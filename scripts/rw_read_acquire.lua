@@ -12,17 +12,18 @@
 --         bounded by key <prefix>:<n>, which holds the grant's token
 -- ARGV[5] fencing counter TTL ms, 0 = never expire
 -- ARGV[6..8] the guard's (guard.lua)
--- Returns {1, readCount, token, writeCount}, {0, pttl of the lock}, or {-3}
--- when the hash has no mode: a reentrant or fair lock holds the name.
--- writeCount, the owner's write holds, tells a writer whose write was
--- deleted under it that this read is a fresh hold, not a downgrade.
+-- Returns {1, readCount, token, fresh, writeCount}, {0, pttl of the lock},
+-- or {-3} when the hash has no mode: a reentrant or fair lock holds the
+-- name. fresh is 1 when the lock did not exist; writeCount, the owner's
+-- write holds, tells a writer whose write was deleted under it that this
+-- read is a fresh hold, not a downgrade.
 return guarded(function()
   local lease = tonumber(ARGV[1])
   local mode = redis.call('hget', KEYS[1], 'mode')
   if not mode and redis.call('exists', KEYS[1]) == 1 then
     return {-3}
   end
-  local writes = 0
+  local writes, fresh = 0, 0
   if mode == 'write' then
     writes = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0')
     if writes == 0 then
@@ -31,6 +32,7 @@ return guarded(function()
   end
   if not mode then
     redis.call('hset', KEYS[1], 'mode', 'read')
+    fresh = 1
   end
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   local token = next_token(KEYS[2], ARGV[5])
@@ -39,5 +41,5 @@ return guarded(function()
   if redis.call('pttl', KEYS[1]) < lease then
     redis.call('pexpire', KEYS[1], lease)
   end
-  return {1, count, token, writes}
+  return {1, count, token, fresh, writes}
 end)

@@ -8,7 +8,8 @@
 -- ARGV[2] owner's write field <owner>:write
 -- ARGV[3] fencing counter TTL ms, 0 = never expire
 -- ARGV[4..6] the guard's (guard.lua)
--- Returns {1, writeCount, token}, {0, pttl of the lock}, or {-3} when the
+-- Returns {1, writeCount, token, fresh} (fresh: the lock did not exist),
+-- {0, pttl of the lock}, or {-3} when the
 -- hash has no mode: a reentrant or fair lock holds the name.
 return guarded(function()
   local lease = tonumber(ARGV[1])
@@ -19,7 +20,7 @@ return guarded(function()
     end
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], lease)
-    return {1, 1, next_token(KEYS[2], ARGV[3])}
+    return {1, 1, next_token(KEYS[2], ARGV[3]), 1}
   end
   local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
   if mode ~= 'write' or count == 0 then
@@ -31,5 +32,5 @@ return guarded(function()
   -- the lock outlives every hold's lease (local validity counts from the
   -- send, so it never ends after this expiry).
   redis.call('pexpire', KEYS[1], math.max(ttl, 0) + lease)
-  return {1, count, next_token(KEYS[2], ARGV[3])}
+  return {1, count, next_token(KEYS[2], ARGV[3]), 0}
 end)

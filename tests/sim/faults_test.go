@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -591,15 +592,14 @@ func (c *faultConn) Close() error {
 	return c.Conn.Close()
 }
 
-// latchOf is the unlock latch key among the keys of cmds' release scripts
-// (one per release request: its retries share it), "" if none.
+// latchOf is the guard key of cmds' release script, if any (scripts.Guard:
+// one per run of a release, which its retries and its settling share;
+// the last key), "" if none.
 func latchOf(cmds []redis.Cmder) string {
 	for _, c := range cmds {
-		if sc, ok := scriptCallOf(c); ok {
-			for _, k := range sc.keys {
-				if strings.HasPrefix(k, "redisson_unlock_latch:") {
-					return k
-				}
+		if sc, ok := scriptCallOf(c); ok && slices.Contains(unlockScripts, sc.script) {
+			if k := arg(sc.keys, len(sc.keys)-1); strings.HasPrefix(k, "actorlock_request:") {
+				return k
 			}
 		}
 	}

@@ -26,7 +26,10 @@ var unlockScripts = []string{"lock_unlock", "lock_handoff", "fair_unlock", "rw_w
 // isRelease matches a release (not a give-back) of field on name.
 func isRelease(name, field string) func(scriptCall) bool {
 	return func(sc scriptCall) bool {
-		return slices.Contains(unlockScripts, sc.script) && arg(sc.keys, 0) == name && arg(sc.argv, 0) == field && arg(sc.argv, 4) == ""
+		// Not a give-back: an unlock without a count to expect (argv[3]),
+		// or a hand-off.
+		return slices.Contains(unlockScripts, sc.script) && arg(sc.keys, 0) == name && arg(sc.argv, 0) == field &&
+			(sc.script == "lock_handoff" || arg(sc.argv, 3) == "")
 	}
 }
 

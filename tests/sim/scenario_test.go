@@ -228,7 +228,7 @@ func (wk *worker) giveBackMeetsAHandOff() {
 	}
 	// The late grant is being given back: lose that give-back's replies.
 	undo := f.aimAt(&aim{kind: fLostReply, left: 1000, match: func(sc scriptCall) bool {
-		return sc.script == "lock_unlock" && arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == b && arg(sc.argv, 4) != ""
+		return sc.script == "lock_unlock" && arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == b && arg(sc.argv, 3) != "" // a give-back
 	}})
 	defer f.unaim(undo)
 	select {
