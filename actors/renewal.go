@@ -75,8 +75,20 @@ type renewDone struct {
 	batches [][]*renewEntry
 	held    [][]bool // per batch; nil when the call failed
 	err     error
-	last    bool // the round's last chunk
+	last    bool        // the part's last chunk
+	round   *renewRound // the round it belongs to
 }
+
+// renewRound is one round of renewals: done when its parts are.
+type renewRound struct{ parts int }
+
+// maxRenewRounds is how many rounds may be in flight at once. A round held
+// up (a lost reply waits for the read timeout, which may be longer than a
+// lease) must not hold up the renewal of every hold behind it, nor of those
+// registered since, which it does not carry: a new round starts each tick
+// while fewer are out. More help nobody when Redis itself is slow: the lock
+// actors' validity timers bound what that costs.
+const maxRenewRounds = 3
 
 // renewChunk is how many renewal scripts (of up to scripts.MaxRenewBatch
 // locks each) one pipelined round trip carries. Each chunk is reported as
@@ -147,8 +159,8 @@ type renewal struct {
 	entries  map[renewKey]*renewEntry
 	order    renewOrder
 	stopTick scheduler.CancelFunc
-	inFlight int  // parts of the round still running (see renewParts)
-	missed   bool // a tick came while a round was in flight
+	rounds   int  // rounds in flight (maxRenewRounds at most)
+	missed   bool // a tick came while maxRenewRounds were in flight
 }
 
 func newRenewal(env *runtimeEnv) *renewal {
@@ -158,7 +170,7 @@ func newRenewal(env *runtimeEnv) *renewal {
 func (r *renewal) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.inFlight = 0
+		r.rounds = 0
 		r.syncTicker(ctx)
 	case *actor.Stopping, *actor.Restarting:
 		r.stopTicker()
@@ -188,12 +200,15 @@ func (r *renewal) Receive(ctx actor.Context) {
 		m.reply <- len(r.entries)
 	case *renewDone:
 		if m.last {
-			r.inFlight--
+			if m.round.parts--; m.round.parts == 0 {
+				r.rounds--
+			}
 		}
 		r.report(m)
-		if r.inFlight == 0 && r.missed {
-			// The round took longer than a tick: the next one starts now,
-			// not a tick later, so no hold waits two ticks for its turn.
+		if r.rounds < maxRenewRounds && r.missed {
+			// Rounds took longer than their ticks: the next one starts
+			// now, not a tick later, so no hold waits two ticks for its
+			// turn.
 			r.renewAll(ctx)
 		}
 		r.syncTicker(ctx)
@@ -218,16 +233,15 @@ func (r *renewal) stopTicker() {
 }
 
 func (r *renewal) renewAll(ctx actor.Context) {
-	// A round still in flight means Redis is slow or the holds are many:
-	// piling more on helps nobody (the lock actors' validity timers bound
-	// what a slow Redis costs); the next round starts when it ends.
-	if r.inFlight > 0 || len(r.entries) == 0 {
-		r.missed = r.inFlight > 0
+	if r.rounds >= maxRenewRounds || len(r.entries) == 0 {
+		r.missed = r.rounds >= maxRenewRounds
 		return
 	}
 	r.missed = false
 	batches := r.batches()
 	env, self := r.env, ctx.Self()
+	round := &renewRound{}
+	r.rounds++
 	for part := range renewParts {
 		// Part i takes chunks i, i+renewParts, ...
 		var chunks [][][]*renewEntry
@@ -237,15 +251,18 @@ func (r *renewal) renewAll(ctx actor.Context) {
 		if len(chunks) == 0 {
 			break
 		}
-		r.inFlight++
+		round.parts++
 		env.goCall(self, func(ctx context.Context) any {
 			for _, c := range chunks[:len(chunks)-1] {
 				env.deliver(self, runRenewals(ctx, env.Redis, env.Watchdog, c))
 			}
 			d := runRenewals(ctx, env.Redis, env.Watchdog, chunks[len(chunks)-1])
-			d.last = true
+			d.last, d.round = true, round
 			return d
 		})
+	}
+	if round.parts == 0 {
+		r.rounds--
 	}
 }
 
