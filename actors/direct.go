@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/scripts"
 
 	"github.com/actorlock/actorlock/internal/sentinel"
@@ -23,9 +25,21 @@ func (e *runtimeEnv) guard(id string) scripts.Guard {
 	return scripts.Guard{ID: id, TTL: e.GuardTTL, Clock: e.Clock}
 }
 
+// retryGuarded runs call under g, re-attempted while its outcome is
+// unknown, every attempt under the same g (mutant m: each under a guard of
+// its own, as markers that attempts outlived were).
+func retryGuarded(ctx context.Context, g scripts.Guard, m int, call func(context.Context, scripts.Guard) error) error {
+	return retryUnknown(ctx, func(ctx context.Context, attempt int) error {
+		if attempt > 0 && mutant.On(m) {
+			g.ID = fmt.Sprintf("%s'%d", g.ID, attempt)
+		}
+		return call(ctx, g)
+	})
+}
+
 // push appends value to list name, once for the request g guards.
 func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, g scripts.Guard) error {
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+	err := retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) error {
 		return scripts.Push(ctx, e.batched, name, value, g)
 	})
 	if err != nil {
@@ -37,15 +51,45 @@ func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, g scri
 // giveBack puts v back at the head of list name (an item popped for a
 // taker that has gone), once for the request g guards.
 func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, g scripts.Guard) error {
-	return retryUnknown(ctx, func(ctx context.Context, _ int) error {
+	return retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) error {
 		return scripts.GiveBack(ctx, e.batched, name, v, g)
 	})
+}
+
+// pop takes the head of list name, waiting up to wait for one (0: not at
+// all), through a hold of its own (scripts.Pop): the item moves there
+// first, and the hold is ended (Taken) at once, so that an item whose reply
+// was lost goes back to the head of the list, and one a replay moved too
+// goes back as well, instead of being lost. Only a process that dies
+// between the two calls leaves the item in the hold
+// (actorlock_request:{name}:<id>).
+func (e *runtimeEnv) pop(ctx context.Context, name string, wait time.Duration) ([]byte, bool, error) {
+	hold := e.NewRequestID()
+	var (
+		v   []byte
+		ok  bool
+		err error
+	)
+	if wait > 0 {
+		v, ok, err = scripts.BlockingPop(ctx, e.Redis, name, hold, wait)
+	} else {
+		v, ok, err = scripts.Pop(ctx, e.batched, name, hold)
+	}
+	if ok || (err != nil && mayHaveRun(err) && !mutant.On(20)) {
+		// Not bounded by ctx, which may have ended: the call timeout.
+		tctx, cancel := e.directCtx(context.WithoutCancel(ctx))
+		defer cancel()
+		if terr := retryUnknown(tctx, func(ctx context.Context, _ int) error { return scripts.Taken(ctx, e.batched, name, hold, ok, v) }); terr != nil {
+			e.Log.Error("actorlock: could not end a pop's hold: what it holds stays there", "queue", name, "hold", scripts.RequestKey(name, hold), "error", terr)
+		}
+	}
+	return v, ok, err
 }
 
 // offerDelayed stores a delayed item, once for the request g guards.
 // go-redis itself never replays it.
 func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs, g scripts.Guard) error {
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+	err := retryGuarded(ctx, g, 18, func(ctx context.Context, g scripts.Guard) error {
 		return scripts.OfferDelayed(ctx, e.batched, args, g)
 	})
 	if err != nil {
@@ -56,7 +100,7 @@ func (e *runtimeEnv) offerDelayed(ctx context.Context, args scripts.OfferArgs, g
 
 // releasePermits adds n permits back to semaphore name.
 func (e *runtimeEnv) releasePermits(ctx context.Context, name string, n int64, g scripts.Guard) error {
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) error {
+	err := retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) error {
 		_, err := scripts.AddPermits(ctx, e.batched, name, n, g)
 		return err
 	})
@@ -75,7 +119,7 @@ func (e *runtimeEnv) releasePermit(ctx context.Context, name string, ids []strin
 		return err
 	}
 	var res scripts.PermitRelease
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+	err := retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) (err error) {
 		res, err = scripts.ReleaseExpirablePermits(ctx, e.batched, name, ids, g)
 		return err
 	})

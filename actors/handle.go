@@ -35,7 +35,7 @@ func guarded[T any](ctx context.Context, h *Handle, what, name string, call func
 	defer cancel()
 	g := env.guard(env.NewRequestID())
 	var res T
-	err := retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+	err := retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) (err error) {
 		res, err = call(ctx, g)
 		return err
 	})
@@ -78,7 +78,7 @@ func (h *Handle) Push(ctx context.Context, name string, payload []byte) error {
 // Pop takes the head of list name, if any.
 func (h *Handle) Pop(ctx context.Context, name string) ([]byte, bool, error) {
 	r, err := once(ctx, "poll", name, func(ctx context.Context) (popped, error) {
-		v, ok, err := scripts.Pop(ctx, h.env.Redis, name)
+		v, ok, err := h.env.pop(ctx, name, 0)
 		return popped{v, ok}, err
 	})
 	return r.value, r.ok, err

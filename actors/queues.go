@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock/messages"
-	"github.com/actorlock/actorlock/scripts"
 
 	"github.com/actorlock/actorlock/internal/sentinel"
 )
@@ -139,7 +138,8 @@ func (a *queueActor) kick() {
 	}
 }
 
-// pop runs one pop off the actor: LPOP when wait is 0, else BLPOP.
+// pop runs one pop off the actor (runtimeEnv.pop): waiting up to wait for
+// an item, or not at all.
 func (a *queueActor) pop(pc *popCall, wait time.Duration) {
 	env, name, self := a.env, a.key.Name, a.self
 	env.goCall(nil, func(ctx context.Context) any {
@@ -148,11 +148,7 @@ func (a *queueActor) pop(pc *popCall, wait time.Duration) {
 			ok  bool
 			err error
 		)
-		if wait > 0 {
-			v, ok, err = scripts.BlockingPop(ctx, env.Redis, name, wait)
-		} else {
-			v, ok, err = scripts.Pop(ctx, env.Redis, name)
-		}
+		v, ok, err = env.pop(ctx, name, wait)
 		pc.mu.Lock()
 		if pc.abandoned {
 			pc.mu.Unlock()

@@ -36,10 +36,14 @@ func TokenKey(name string) string { return prefixed(tokenPrefix, name) }
 // Redisson's, which ignores keys it does not know.
 const requestPrefix = "actorlock_request"
 
-// requestKey is the guard (or marker) of one request on object name.
+// requestKey is the guard of one request on object name (or, for a pop,
+// its hold).
 func requestKey(name, requestID string) string {
 	return prefixed(requestPrefix, name) + ":" + requestID
 }
+
+// RequestKey is requestKey, for what the runtime logs.
+func RequestKey(name, requestID string) string { return requestKey(name, requestID) }
 
 // suffixed puts a suffix after a name wrapped in a hash tag (or after the
 // name as is if it contains '{'), as Redisson does for per-owner keys.

@@ -33,6 +33,8 @@ var (
 	queuePushLua string
 	//go:embed queue_give_back.lua
 	queueGiveBackLua string
+	//go:embed queue_taken.lua
+	queueTakenLua string
 
 	queueOffer           = newScript(kindLua, guardLua, queueOfferLua)
 	queueMove            = newScript(kindLua, queueMoveLua)
@@ -41,6 +43,7 @@ var (
 	queueDelayedRemove   = newScript(guardLua, queueDelayedRemoveLua)
 	queuePush            = newScript(kindLua, guardLua, queuePushLua)
 	queueGiveBack        = newScript(kindLua, guardLua, queueGiveBackLua)
+	queueTaken           = newScript(queueTakenLua)
 )
 
 // MaxMoveBatch is the most items one move call takes out of a delayed queue,
@@ -177,13 +180,30 @@ func GiveBack(ctx context.Context, c Client, name string, value []byte, g Guard)
 	return err
 }
 
-// Pop takes the head of list name, or reports false when it is empty. It is
-// never replayed (a replay would take a second item while the first reply
-// was lost).
-func Pop(ctx context.Context, c Client, name string) ([]byte, bool, error) {
-	cmd := redis.NewStringCmd(ctx, "lpop", name)
+// Pop moves the head of list name into the hold of request holdID, and
+// reports it, or false when the list is empty. The item stays in the hold
+// until Taken: a reply lost on its way leaves it there for Taken to give
+// back, never lost. It is never replayed (a replay would move a second
+// item while the first reply was lost).
+func Pop(ctx context.Context, c Client, name, holdID string) ([]byte, bool, error) {
+	cmd := redis.NewStringCmd(ctx, "lmove", name, requestKey(name, holdID), "left", "right")
 	_ = c.Process(ctx, onceStringCmd{cmd})
 	v, err := cmd.Bytes()
+	return moved(ctx, c, name, v, err)
+}
+
+// BlockingPop waits up to timeout (whole seconds, at least one: go-redis
+// sends the timeout in seconds and sizes the read deadline to it) for the
+// head of list name and moves it into the hold of request holdID, as Pop
+// does, on a pooled connection the call holds meanwhile. It reports false
+// when nothing came. go-redis may replay it after a broken connection,
+// which moves a second item into the hold: Taken gives that back.
+func BlockingPop(ctx context.Context, c redis.Cmdable, name, holdID string, timeout time.Duration) ([]byte, bool, error) {
+	v, err := c.BLMove(ctx, name, requestKey(name, holdID), "left", "right", max(timeout, time.Second)).Bytes()
+	return moved(ctx, c, name, v, err)
+}
+
+func moved(ctx context.Context, c any, name string, v []byte, err error) ([]byte, bool, error) {
 	if errors.Is(err, redis.Nil) {
 		return nil, false, nil
 	}
@@ -193,23 +213,11 @@ func Pop(ctx context.Context, c Client, name string) ([]byte, bool, error) {
 	return v, true, nil
 }
 
-// BlockingPop waits up to timeout (whole seconds, at least one: go-redis
-// sends BLPOP's timeout in seconds and sizes the read deadline to it) for
-// the head of list name, on a pooled connection the call holds meanwhile.
-// It reports false when nothing came. go-redis may replay it after a broken
-// connection: that cannot pop one item twice.
-func BlockingPop(ctx context.Context, c redis.Cmdable, name string, timeout time.Duration) ([]byte, bool, error) {
-	v, err := c.BLPop(ctx, max(timeout, time.Second), name).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, WrongType(ctx, c, name, err)
-	}
-	if len(v) != 2 {
-		return nil, false, fmt.Errorf("scripts: unexpected blpop reply %v", v)
-	}
-	return []byte(v[1]), true, nil
+// Taken ends the hold of request holdID on list name: the taker has item
+// when took (else none: the pop's outcome was lost), and whatever else the
+// hold has goes back to the head of the list. Safe to repeat.
+func Taken(ctx context.Context, c Client, name, holdID string, took bool, item []byte) error {
+	return queueTaken.run(ctx, c, []string{name, requestKey(name, holdID)}, flag(took), item).Err()
 }
 
 type onceStringCmd struct{ *redis.StringCmd }

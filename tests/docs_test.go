@@ -255,3 +255,30 @@ func TestCookbookExamplesExistAndRun(t *testing.T) {
 		}
 	}
 }
+
+// A promise in the docs names the test behind it: every test a document
+// names exists, so a renamed or removed test cannot leave a promise
+// backed by nothing.
+func TestTestsNamedInDocsExist(t *testing.T) {
+	t.Parallel()
+	defined := map[string]bool{}
+	testFunc := regexp.MustCompile(`(?m)^func (Test\w+|Example\w*|Fuzz\w+)\(`)
+	for _, file := range repoFiles(t, "_test.go") {
+		b, err := os.ReadFile(filepath.Join("..", file))
+		require.NoError(t, err)
+		for _, m := range testFunc.FindAllStringSubmatch(string(b), -1) {
+			defined[m[1]] = true
+		}
+	}
+	named := regexp.MustCompile("`(Test[A-Z]\\w*)(?:/[^`]*)?`")
+	refs := 0
+	for _, file := range repoFiles(t, ".md") {
+		b, err := os.ReadFile(filepath.Join("..", file))
+		require.NoError(t, err)
+		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
+			refs++
+			assert.True(t, defined[m[1]], "%s names %s, which no test file defines", file, m[1])
+		}
+	}
+	assert.Greater(t, refs, 50, "the docs name the tests behind their promises")
+}

@@ -144,7 +144,12 @@ var aclProbes = map[string]aclProbe{
 		}
 		return r1.Unlock(ctx) // the other reader still holds: live read holds are looked up
 	},
-	"+zscore": offerDelayed, "+zadd": offerDelayed, "+zrange": offerDelayed, "+rpush": offerDelayed,
+	"+zadd": offerDelayed, "+zrange": offerDelayed, "+rpush": offerDelayed,
+	"+zscore": func(ctx context.Context, e probeEnv) error {
+		// A permit-expirable acquisition looks its permit ids up.
+		_, _, err := e.rt.PermitExpirableSemaphore(e.name).TryAcquire(ctx, time.Second)
+		return err
+	},
 	"+lrange": func(ctx context.Context, e probeEnv) error {
 		q := e.rt.DelayedQueue(e.name)
 		defer q.Close()
@@ -181,10 +186,20 @@ var aclProbes = map[string]aclProbe{
 		return err
 	},
 	"+lpop": func(ctx context.Context, e probeEnv) error {
+		// The delayed queue's poll script pops the oldest item.
+		q := e.rt.DelayedQueue(e.name)
+		defer q.Close()
+		if err := q.Offer(ctx, []byte("x"), time.Hour); err != nil {
+			return err
+		}
+		_, _, err := q.Poll(ctx)
+		return err
+	},
+	"+lmove": func(ctx context.Context, e probeEnv) error {
 		_, _, err := e.rt.BlockingQueue(e.name).Poll(ctx)
 		return err
 	},
-	"+blpop": func(ctx context.Context, e probeEnv) error {
+	"+blmove": func(ctx context.Context, e probeEnv) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := e.rt.BlockingQueue(e.name).Take(ctx)

@@ -38,7 +38,7 @@ import (
 // security_primitives_test.go) and that each grant is needed
 // (TestACLEveryGrantIsNeeded, security_acl_test.go).
 const aclSetUser = "ACL SETUSER actorlock reset on >PASSWORD ~* resetchannels &redisson_*" +
-	" +evalsha +eval +subscribe +unsubscribe +ping +exists +get +hget +hmget +pttl +llen +lpop +blpop +del" +
+	" +evalsha +eval +subscribe +unsubscribe +ping +exists +get +hget +hmget +pttl +llen +lpop +lmove +blmove +del" +
 	" +time +set +incr +hset +hincrby +hexists +hdel +hlen +hkeys +pexpire +publish" +
 	" +lindex +lrange +lrem +lpos +rpush +lpush +ltrim +zadd +zrem +zscore +zrange +zrangebyscore" +
 	" +decr +decrby +incrby +setnx +type"

@@ -22,6 +22,12 @@ var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
 // that its attempts outlive (D), 12 a local fair order that differs from
 // the Redis queue (E), 13 a fair place that outlives a dead waiter by its
 // whole wait (F), 14 a give-back of a WithOwner id held through two
-// runtimes that releases the other's holds too (finding W). Mutant 3 (a retried unlock misjudged) is, since the
+// runtimes that releases the other's holds too (finding W), 15 a WithOwner
+// id's hold ended lost because another runtime's release lowered its count
+// (finding X), 16 a semaphore acquisition's unknown outcome not settled
+// (issue 33 B), 17 settling that ends on a refused attempt (finding Y),
+// 18 a delayed offer's retries under guards of their own (issue 33 A), 19
+// the other direct calls' retries likewise (issue 33 D), 20 a pop whose
+// reply was lost does not give its item back (issue 33 C). Mutant 3 (a retried unlock misjudged) is, since the
 // guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active == n }
