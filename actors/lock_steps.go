@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/internal/mutant"
@@ -186,12 +185,16 @@ func (a *lockActor) tellUnknown(ctx actor.Context, d *stepDone) {
 
 // unsettled reports whether a step's script may have acted in Redis
 // without its reply coming back (an attempt's connection broke, or Redis
-// did not answer in time): its outcome is unknown. A reply from Redis (even
-// an error: the scripts fail before they write), a dial that failed, and
-// ErrNotRun are known outcomes: nothing was done.
+// did not answer in time), whatever later attempts met: its outcome is
+// unknown. A reply from Redis to the only attempt that may have acted
+// (even an error: the scripts fail before they write), a dial that failed,
+// and ErrNotRun are known outcomes: nothing was done.
 func unsettled(err error) bool {
-	var rerr redis.Error
-	return err != nil && mayHaveRun(err) && !errors.Is(err, scripts.ErrNotRun) && !errors.As(err, &rerr)
+	var earlier *earlierTry
+	if errors.As(err, &earlier) {
+		return true // an earlier attempt may have acted, whatever the last one met
+	}
+	return err != nil && mayHaveRun(err) && !isReply(err)
 }
 
 // settleStep settles the run of a guarded step whose outcome is unknown:
@@ -200,9 +203,10 @@ func unsettled(err error) bool {
 // later. It goes first, and until it is done nothing grants to the owners
 // the run may have acted for (their attempts are parked: giveback.go):
 // the actor does not know what Redis has of them. Other owners' steps go
-// on meanwhile. It is tried again until Redis answers, or the guard could
-// expire (giveUpAt); then the outcome stays unknown, and the step's apply
-// gets that.
+// on meanwhile. It is tried again until Redis answers, as long as the
+// guard is sure to live (giveUpAt, which Redis itself holds every settle
+// to: one that arrives later answers scripts.ErrTooLate); then the outcome
+// stays unknown, and the step's apply gets that.
 type settleStep struct {
 	done     *stepDone
 	owners   []string
@@ -211,18 +215,19 @@ type settleStep struct {
 }
 
 func (s *settleStep) start(*lockActor, actor.Context) scriptCall {
-	d := s.done
+	d, giveUpAt := s.done, s.giveUpAt
 	return func(ctx context.Context, _ scripts.Guard) error {
 		g := d.guard
-		g.Settle, g.Spent = true, ""
+		g.Settle, g.Spent, g.Until = true, "", giveUpAt
 		return d.call(ctx, g)
 	}
 }
 
 func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
-	if !settledBy(d.err) && time.Now().Before(s.giveUpAt) && !mutant.On(17) {
+	pause := min(50*time.Millisecond<<(s.tries+1), time.Second)
+	if !settledBy(d.err) && time.Now().Add(pause).Before(s.giveUpAt) && !mutant.On(17) {
 		s.tries++
-		a.runLater(min(50*time.Millisecond<<s.tries, time.Second), s)
+		a.runLater(pause, s)
 		return
 	}
 	for _, o := range s.owners {
@@ -251,8 +256,9 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 // answers or g could expire. It returns call's outcome (call has written
 // it), scripts.ErrNotRun, or an unknowable error.
 func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.Context, scripts.Guard) error) error {
-	g.Settle, g.Spent = true, ""
-	ctx, cancel := context.WithDeadline(e.callsCtx, first.Add(g.TTL-e.CallTimeout))
+	giveUpAt := first.Add(g.TTL - e.CallTimeout)
+	g.Settle, g.Spent, g.Until = true, "", giveUpAt
+	ctx, cancel := context.WithDeadline(e.callsCtx, giveUpAt)
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
