@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -43,8 +44,9 @@ func retryGuarded(ctx context.Context, g scripts.Guard, m int, call func(context
 // outcome stays unknown, run again when it did not act (Redis refused it or
 // could not be reached), backing off up to a second, for as long as the
 // runtime runs: unlike a lock's hold, an item or a permit does not expire.
-// Only a run that could not be settled, or Close, ends it unfinished: that
-// error is returned.
+// Only a run that could not be settled, a refusal no retry can change
+// (NOPERM, a wrong kind), or Close ends it unfinished: that error is
+// returned.
 func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) error) error {
 	backoff := 50 * time.Millisecond
 	for {
@@ -55,7 +57,7 @@ func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) erro
 		if unsettled(err) {
 			err = e.settle(first, g, call)
 		}
-		if err == nil || unsettled(err) {
+		if err == nil || unsettled(err) || !mayWorkLater(err) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -67,6 +69,13 @@ func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) erro
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// mayWorkLater reports whether a call that did not act may act when run
+// again: it ran out of time or could not reach Redis, or Redis could not
+// run it for now (failover, a busy script, out of memory).
+func mayWorkLater(err error) bool {
+	return errors.Is(err, scripts.ErrNotRun) || !isReply(err) || refusedForNow(err) || busyOrFull(err)
 }
 
 // push appends value to list name, once for the request g guards.

@@ -336,7 +336,7 @@ func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt in
 	var unknown error // the first failure that may have taken effect
 	for attempt := 0; ; attempt++ {
 		err := call(ctx, attempt)
-		if unknown == nil && err != nil && mayHaveRun(err) {
+		if unknown == nil && err != nil && mayHaveRun(err) && !isReply(err) {
 			unknown = err
 		}
 		if err == nil || ctx.Err() != nil || !(refusedForNow(err) || outcomeUnknown(err) && attempt < 3) {
@@ -381,6 +381,13 @@ func triedEarlier(err, earlier error) error {
 func isReply(err error) bool {
 	var rerr redis.Error
 	return errors.As(err, &rerr) || errors.Is(err, scripts.ErrWrongKind) || errors.Is(err, scripts.ErrNotRun)
+}
+
+// busyOrFull reports whether Redis refused a command because another
+// script runs too long (BUSY) or memory is full (OOM): both pass.
+func busyOrFull(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && (strings.HasPrefix(rerr.Error(), "BUSY") || strings.HasPrefix(rerr.Error(), "OOM"))
 }
 
 // outcomeUnknown reports whether a failed call may have taken effect, or

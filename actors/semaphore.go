@@ -371,10 +371,10 @@ func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
 	switch {
 	case a.contended && !a.subscribed:
 		a.subscribed = true
-		ctx.Send(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
 	case !a.contended && a.subscribed:
 		a.subscribed = false
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 	}
 }
 
@@ -451,6 +451,6 @@ func (a *semaphoreActor) stop(ctx actor.Context) {
 	a.inflight, a.ops = nil, nil
 	if a.subscribed {
 		a.subscribed = false
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 	}
 }

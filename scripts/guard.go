@@ -155,8 +155,16 @@ func (c *Clock) learn(ctx context.Context, rdb Client) error {
 	if c == nil || c.Known() {
 		return nil
 	}
-	cmd := redis.NewTimeCmd(ctx, "time")
-	if err := rdb.Process(ctx, cmd); err != nil {
+	// Once per runtime, not part of the call that happens to come first:
+	// outside its trace, within its deadline.
+	lctx := context.Background()
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithDeadline(lctx, d)
+		defer cancel()
+	}
+	cmd := redis.NewTimeCmd(lctx, "time")
+	if err := rdb.Process(lctx, cmd); err != nil {
 		return fmt.Errorf("%w: reading the server's clock first: %w", ErrNotRun, err)
 	}
 	c.observe(cmd.Val().UnixMicro(), time.Now())
