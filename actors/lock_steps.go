@@ -234,7 +234,7 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 		a.settled(o)
 	}
 	done := *s.done
-	done.tries, done.err = 0, d.err
+	done.tries, done.err = 0, settleAnswer(d.err)
 	if !settledBy(d.err) && !mutant.On(17) {
 		done.err = &unknowable{err: d.err}
 	}
@@ -264,7 +264,7 @@ func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.
 	for {
 		err := call(ctx, g)
 		if settledBy(err) {
-			return err
+			return settleAnswer(err)
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -282,6 +282,18 @@ func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.
 // failure, even one that never reached Redis (a refused dial), tells
 // nothing about the run, which may have acted: settling goes on.
 func settledBy(err error) bool { return err == nil || errors.Is(err, scripts.ErrNotRun) }
+
+// settleAnswer is the run's outcome as a settle that got Redis's answer
+// tells it: that answer, final, whatever the settle's own earlier attempts
+// met (the earlier one that may have run could only have read or marked
+// the guard, which the answer reflects). An unsettled error is kept.
+func settleAnswer(err error) error {
+	var earlier *earlierTry
+	if settledBy(err) && errors.As(err, &earlier) {
+		return earlier.err
+	}
+	return err
+}
 
 // unknowable is the outcome of a run that could not be settled: Redis did
 // not answer for as long as the run's guard is sure to live. Whatever the
@@ -499,6 +511,7 @@ type undoStep struct {
 	write    bool
 	holds    int64 // 0 means 1
 	ifCount  int64
+	token    int64         // the fencing counter as it must still read (0: not checked)
 	keep     time.Duration // fair: the owner keeps its place at the head that long (0: no)
 	giveUpAt time.Time
 
@@ -511,8 +524,11 @@ func (s *undoStep) lease(*lockActor) time.Duration { return max(time.Until(s.giv
 
 func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
 	args := releaseArgs{
-		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount},
+		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount, IfToken: s.token},
 		write:      s.write, keep: s.keep,
+	}
+	if mutant.On(21) {
+		args.IfToken = 0
 	}
 	env, fam := a.env, a.fam
 	return func(ctx context.Context, g scripts.Guard) (err error) {

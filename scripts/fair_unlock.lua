@@ -17,7 +17,9 @@
 -- ARGV[8] "" or a wait ms: the release gives back a grant its waiter could
 --         not use (it came back too late), and the owner keeps the place at
 --         the head of the queue that the grant took, for that long
--- ARGV[9..11] the guard's (guard.lua)
+-- ARGV[9] "" or a fencing token: act only if the counter still holds it
+--         (see lock_unlock.lua)
+-- ARGV[10..12] the guard's (guard.lua)
 -- Returns {1, heard} released (heard: clients that received the message),
 -- {1, 0, holdCount, token, fresh} released and granted to ARGV[5], {0} still held,
 -- {-1} not the owner, {-2} count differs from ARGV[4] (nothing done).
@@ -29,7 +31,7 @@ return guarded(function()
     return {-1}
   end
   local expect = tonumber(ARGV[4])
-  if expect and count ~= expect then
+  if expect and count ~= expect or ARGV[9] ~= '' and redis.call('get', KEYS[4]) ~= ARGV[9] then
     return {-2}
   end
   if count > tonumber(ARGV[2]) then

@@ -1,11 +1,14 @@
 -- Release write holds of a read-write lock (after guard.lua).
 -- KEYS[1] lock HASH <name>
--- KEYS[2], KEYS[3] the guard's (guard.lua)
+-- KEYS[2] fencing counter redisson_lock_token:{name}
+-- KEYS[3], KEYS[4] the guard's (guard.lua)
 -- ARGV[1] owner's write field <owner>:write
 -- ARGV[2] holds to release: 1, or the whole count when the owner goes away
 -- ARGV[3] channel redisson_rwlock:{name}
 -- ARGV[4] "" or a write count: act only if the owner's count equals it
--- ARGV[5..7] the guard's (guard.lua)
+-- ARGV[5] "" or a fencing token: act only if the counter still holds it
+--         (see lock_unlock.lua)
+-- ARGV[6..8] the guard's (guard.lua)
 -- When the last write hold goes and the writer still reads (a downgrade),
 -- the lock stays held in read mode and nobody is told. Returns {1, heard}
 -- lock freed (all waiters told, "1"), {0} still held, {-1} not the writer,
@@ -19,7 +22,7 @@ return guarded(function()
     return {-1}
   end
   local expect = tonumber(ARGV[4])
-  if expect and count ~= expect then
+  if expect and count ~= expect or ARGV[5] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[5] then
     return {-2}
   end
   if count > tonumber(ARGV[2]) then
