@@ -23,7 +23,7 @@ var (
 	fairRefreshLua string
 
 	fairAcquire     = newScript(guardLua, reentrantLua, fairLua, fairAcquireLua)
-	fairUnlock      = newScript(guardLua, reentrantLua, fairLua, fairUnlockLua)
+	fairUnlock      = newScript(guardLua, releaseLua, reentrantLua, fairLua, fairUnlockLua)
 	fairLeave       = newScript(guardLua, fairLua, fairLeaveLua)
 	fairForceUnlock = newScript(fairForceUnlockLua)
 	fairRefresh     = newScript(fairLua, fairRefreshLua)

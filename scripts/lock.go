@@ -16,6 +16,8 @@ import (
 var (
 	//go:embed reentrant.lua
 	reentrantLua string
+	//go:embed release.lua
+	releaseLua string
 	//go:embed lock_acquire.lua
 	lockAcquireLua string
 	//go:embed lock_unlock.lua
@@ -28,7 +30,7 @@ var (
 	lockRenewLua string
 
 	lockAcquire     = newScript(guardLua, reentrantLua, lockAcquireLua)
-	lockUnlock      = newScript(guardLua, lockUnlockLua)
+	lockUnlock      = newScript(guardLua, releaseLua, lockUnlockLua)
 	lockHandoff     = newScript(guardLua, reentrantLua, lockHandoffLua)
 	lockForceUnlock = newScript(lockForceUnlockLua)
 	lockRenew       = newScript(lockRenewLua)

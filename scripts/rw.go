@@ -25,7 +25,7 @@ var (
 	rwReadAcquire  = newScript(guardLua, reentrantLua, rwReadAcquireLua)
 	rwWriteAcquire = newScript(guardLua, reentrantLua, rwWriteAcquireLua)
 	rwReadUnlock   = newScript(guardLua, rwReadUnlockLua)
-	rwWriteUnlock  = newScript(guardLua, rwWriteUnlockLua)
+	rwWriteUnlock  = newScript(guardLua, releaseLua, rwWriteUnlockLua)
 	rwRenew        = newScript(rwRenewLua)
 	rwForceUnlock  = newScript(rwForceUnlockLua)
 )
