@@ -126,8 +126,9 @@ func WithCallTimeout(d time.Duration) Option {
 }
 
 // WithFencingCounterTTL makes a lock name's fencing counter
-// (redisson_lock_token:{name}) expire d after the name's last acquisition,
-// or, with d = 0, never expire: the counter Redisson's RFencedLock keeps.
+// (redisson_lock_token:{name}) expire d after the name's last acquisition
+// (or when that acquisition's lease ends, if later), or, with d = 0, never
+// expire: the counter Redisson's RFencedLock keeps.
 //
 // Default: 1 minute (never less than the call timeout), so that a released
 // name leaves no key without an expiry and Redis memory follows the names
@@ -141,8 +142,11 @@ func WithCallTimeout(d time.Duration) Option {
 // clock passes within microseconds. The one reader that needs it longer is
 // an unlock's retry, which tells a re-entry after its own earlier attempt by
 // the counter: it comes within the call timeout, hence the floor. A TTL
-// shorter than the call timeout is raised to it. A counter that expires
-// while its lock is held (a hold longer than the TTL) changes nothing.
+// shorter than the call timeout is raised to it. Nor does the counter
+// expire while a hold of ours lives: an acquisition sets no TTL shorter
+// than its lease, and the watchdog's renewals extend the counter with the
+// lock, since a give-back of a lost hold tells by the counter whether a
+// newer grant of its owner id came since (through another runtime).
 //
 // Why choose 0 (a permanent counter): for names that Redisson's
 // RFencedLock also locks. RFencedLock takes its token by INCR of the same

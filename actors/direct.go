@@ -73,9 +73,10 @@ func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) erro
 
 // mayWorkLater reports whether a call that did not act may act when run
 // again: it ran out of time or could not reach Redis, or Redis could not
-// run it for now (failover, a busy script, out of memory).
+// run it for now (failover, a busy script, out of memory, a failed
+// snapshot).
 func mayWorkLater(err error) bool {
-	return errors.Is(err, scripts.ErrNotRun) || !isReply(err) || refusedForNow(err) || busyOrFull(err)
+	return errors.Is(err, scripts.ErrNotRun) || !isReply(err) || refusedForNow(err) || refusedForAWhile(err)
 }
 
 // push appends value to list name, once for the request g guards.

@@ -383,11 +383,17 @@ func isReply(err error) bool {
 	return errors.As(err, &rerr) || errors.Is(err, scripts.ErrWrongKind) || errors.Is(err, scripts.ErrNotRun)
 }
 
-// busyOrFull reports whether Redis refused a command because another
-// script runs too long (BUSY) or memory is full (OOM): both pass.
-func busyOrFull(err error) bool {
+// refusedForAWhile reports whether Redis refused a command because
+// another script runs too long (BUSY), memory is full (OOM) or a snapshot
+// failed, so writes are refused until the disk is fixed (MISCONF): all
+// pass, though maybe not within one call timeout.
+func refusedForAWhile(err error) bool {
 	var rerr redis.Error
-	return errors.As(err, &rerr) && (strings.HasPrefix(rerr.Error(), "BUSY") || strings.HasPrefix(rerr.Error(), "OOM"))
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := rerr.Error()
+	return strings.HasPrefix(msg, "BUSY") || strings.HasPrefix(msg, "OOM") || strings.HasPrefix(msg, "MISCONF")
 }
 
 // outcomeUnknown reports whether a failed call may have taken effect, or
@@ -423,7 +429,8 @@ func refusedForNow(err error) bool {
 // and handshakes in one step, before it writes anything.
 func mayHaveRun(err error) bool {
 	var earlier *earlierTry
-	if errors.As(err, &earlier) {
+	var unknown *unknowable
+	if errors.As(err, &earlier) || errors.As(err, &unknown) {
 		return true
 	}
 	var operr *net.OpError

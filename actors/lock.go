@@ -479,8 +479,10 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		if !r.answered {
 			a.answer(ctx, r, AcquireResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
 		}
-		// The attempt may have taken effect: undo exactly that.
-		if mayHaveRun(d.err) {
+		// The attempt may have taken effect: undo exactly that. An
+		// answer of Redis (BUSY, say) or a refused dial is a known
+		// outcome: nothing was done, and the owner's holds are untouched.
+		if unsettled(d.err) {
 			if h := a.holds.get(r.owner); h != nil {
 				// A re-entry: nor can it be told whether the owner's
 				// holds were still there (deleted or expired, then the

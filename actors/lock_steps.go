@@ -191,8 +191,11 @@ func (a *lockActor) tellUnknown(ctx actor.Context, d *stepDone) {
 // and ErrNotRun are known outcomes: nothing was done.
 func unsettled(err error) bool {
 	var earlier *earlierTry
-	if errors.As(err, &earlier) {
-		return true // an earlier attempt may have acted, whatever the last one met
+	var unknown *unknowable
+	if errors.As(err, &earlier) || errors.As(err, &unknown) {
+		// An earlier attempt may have acted, whatever the last one (or
+		// the last settle) met.
+		return true
 	}
 	return err != nil && mayHaveRun(err) && !isReply(err)
 }

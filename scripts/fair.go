@@ -45,7 +45,7 @@ func AcquireFair(ctx context.Context, c Client, a FairAcquireArgs, g Guard) (Gra
 	}
 	return grantScript(ctx, c, fairAcquire, g, a.Name,
 		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, ms(a.Wait), ms(a.TokenTTL), enqueue)
+		ms(a.Lease), a.Owner, ms(a.Wait), ms(a.counterTTL()), enqueue)
 }
 
 // FairUnlockArgs describes one release of a fair lock.
@@ -70,7 +70,7 @@ type FairUnlock struct {
 func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs, g Guard) (FairUnlock, error) {
 	v, err := guardedInts(ctx, c, fairUnlock, g, a.Name,
 		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
-		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL), optMs(a.KeepPlace),
+		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.counterTTL()), optMs(a.KeepPlace),
 		optToken(a.IfToken))
 	if err != nil {
 		return FairUnlock{}, err

@@ -66,10 +66,22 @@ type AcquireArgs struct {
 	TokenTTL time.Duration // fencing counter TTL; 0 = never expire
 }
 
+// counterTTL is the TTL an acquisition sets on the fencing counter:
+// TokenTTL, but never shorter than the hold's lease (and the watchdog's
+// renewals keep it so: lock_renew.lua), so that the counter is there as
+// long as the hold is. A give-back tells by it whether a newer grant came
+// (release.lua); a counter gone under a live hold could not tell it.
+func (a AcquireArgs) counterTTL() time.Duration {
+	if a.TokenTTL == 0 {
+		return 0
+	}
+	return max(a.TokenTTL, a.Lease)
+}
+
 // AcquireLock takes or re-enters the reentrant lock in one round trip.
 func AcquireLock(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant, error) {
 	return grantScript(ctx, c, lockAcquire, g, a.Name, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, ms(a.TokenTTL))
+		ms(a.Lease), a.Owner, ms(a.counterTTL()))
 }
 
 // ErrWrongKind: the lock's name holds another kind of object: a read-write
@@ -164,7 +176,7 @@ type Handoff struct {
 // HandoffLock releases From's last hold and grants To in one atomic step.
 func HandoffLock(ctx context.Context, c Client, a HandoffArgs, g Guard) (Handoff, error) {
 	v, err := guardedInts(ctx, c, lockHandoff, g, a.Name, []string{a.Name, TokenKey(a.Name)},
-		a.From, a.To.Owner, ms(a.To.Lease), ms(a.To.TokenTTL))
+		a.From, a.To.Owner, ms(a.To.Lease), ms(a.To.counterTTL()))
 	if err != nil {
 		return Handoff{}, err
 	}

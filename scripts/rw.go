@@ -33,13 +33,13 @@ var (
 // AcquireRead takes or re-enters a read hold.
 func AcquireRead(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant, error) {
 	return grantScript(ctx, c, rwReadAcquire, g, a.Name, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), a.Owner, RWWriteField(a.Owner), RWTimeoutPrefix(a.Name, a.Owner), ms(a.TokenTTL))
+		ms(a.Lease), a.Owner, RWWriteField(a.Owner), RWTimeoutPrefix(a.Name, a.Owner), ms(a.counterTTL()))
 }
 
 // AcquireWrite takes or re-enters the write hold.
 func AcquireWrite(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant, error) {
 	return grantScript(ctx, c, rwWriteAcquire, g, a.Name, []string{a.Name, TokenKey(a.Name)},
-		ms(a.Lease), RWWriteField(a.Owner), ms(a.TokenTTL))
+		ms(a.Lease), RWWriteField(a.Owner), ms(a.counterTTL()))
 }
 
 // UnlockRead releases read holds; Released means the lock became free.

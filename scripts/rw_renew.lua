@@ -15,6 +15,14 @@ for i, key in ipairs(KEYS) do
     if redis.call('pttl', key) < lease then
       redis.call('pexpire', key, lease)
     end
+    -- The fencing counter lives as long as the hold: a give-back tells by
+    -- it whether a newer grant came (release.lua). (Same slot: its name
+    -- carries the lock's as hash tag, or the lock's own tag.)
+    local counter = 'redisson_lock_token:' .. (string.find(key, '{', 1, true) and key or '{' .. key .. '}')
+    local left = redis.call('pttl', counter)
+    if left >= 0 and left < lease then
+      redis.call('pexpire', counter, lease)
+    end
     for n = 1, tonumber(ARGV[b + 2]) do
       redis.call('pexpire', ARGV[b + 3] .. ':' .. n, lease)
     end

@@ -279,12 +279,12 @@ func TestFencingTokensRiseWhenTheCounterIsLost(t *testing.T) {
 }
 
 // WithFencingCounterTTL: the counter expires that long after the name's
-// last acquisition (the call timeout at least), and tokens keep rising past
-// its expiry.
+// last acquisition (the call timeout and the acquisition's lease at least),
+// and tokens keep rising past its expiry.
 func TestFencingCounterTTL(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
-	_, rdb, rt := setup(t, actorlock.WithFencingCounterTTL(ttl), actorlock.WithCallTimeout(ttl))
+	_, rdb, rt := setup(t, actorlock.WithFencingCounterTTL(ttl), actorlock.WithCallTimeout(ttl), actorlock.WithWatchdog(ttl))
 	ctx := ctxFor(t, 60*time.Second)
 	const name = "expiring"
 	locks := fencingLocks(rt, name)
@@ -349,7 +349,8 @@ func TestFencingTokensMixedWithRedissonFencedLock(t *testing.T) {
 	}
 
 	// The trade-off of an expiring counter, shown: Java starts again at 1.
-	expiring := newRuntime(t, client(t, srv.Addr), actorlock.WithFencingCounterTTL(time.Second), actorlock.WithCallTimeout(time.Second))
+	expiring := newRuntime(t, client(t, srv.Addr), actorlock.WithFencingCounterTTL(time.Second), actorlock.WithCallTimeout(time.Second),
+		actorlock.WithWatchdog(time.Second))
 	const short = "mixed-expiring"
 	h, err := expiring.Lock(short).Acquire(ctx)
 	require.NoError(t, err)
