@@ -255,9 +255,14 @@ func randomID() [8]byte {
 	return b
 }
 
-// newPermitID is a permit id as Redisson makes them: 16 random bytes, hex.
-func newPermitID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// newPermitIDs is n permit ids as Redisson makes them: 16 random bytes
+// each, hex.
+func newPermitIDs(n int64) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		ids[i] = hex.EncodeToString(b[:])
+	}
+	return ids
 }
