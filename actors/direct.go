@@ -48,8 +48,7 @@ func retryGuarded(ctx context.Context, g scripts.Guard, m int, call func(context
 // (NOPERM, a wrong kind), or Close ends it unfinished: that error is
 // returned.
 func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) error) error {
-	backoff := 50 * time.Millisecond
-	for {
+	return e.persist(func() error {
 		g, first := e.guard(e.NewRequestID()), time.Now()
 		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
 		err := retryGuarded(ctx, g, 19, call)
@@ -57,7 +56,18 @@ func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) erro
 		if unsettled(err) {
 			err = e.settle(first, g, call)
 		}
-		if err == nil || unsettled(err) || !mayWorkLater(err) {
+		return err
+	}, func(err error) bool { return !unsettled(err) && mayWorkLater(err) })
+}
+
+// persist runs run until it succeeds or fails with an error again rejects,
+// backing off from 50 ms up to a second between runs, for as long as the
+// runtime runs (Close ends it with the last run's error).
+func (e *runtimeEnv) persist(run func() error, again func(error) bool) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := run()
+		if err == nil || !again(err) {
 			return err
 		}
 		t := time.NewTimer(backoff)
@@ -104,8 +114,12 @@ func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, g scri
 // was lost goes back to the head of the list, and one a replay moved too
 // goes back as well, instead of being lost. A blocking pop's hold is ended
 // even when it came back empty: a replay may have hidden an item the
-// first attempt moved. Only a process that dies
-// between the two calls leaves the item in the hold
+// first attempt moved. When an attempt of the pop may still reach Redis
+// (a blocking pop, or one whose outcome is unknown), the ending leaves the
+// hold marked as ended (scripts.Taken's late), so that the late attempt
+// moves nothing. An ending that fails is carried through (endHold). Only
+// a process that dies between the two calls, or an attempt that arrives
+// after the mark expired, leaves an item in the hold
 // (actorlock_request:{name}:<id>).
 func (e *runtimeEnv) pop(ctx context.Context, name string, wait time.Duration) ([]byte, bool, error) {
 	hold := e.NewRequestID()
@@ -123,15 +137,61 @@ func (e *runtimeEnv) pop(ctx context.Context, name string, wait time.Duration) (
 	// broke, and a replay that found nothing hides the item the first
 	// attempt moved. (A plain pop is never replayed: with no item and no
 	// error, nothing moved.)
-	if ok || wait > 0 && !mutant.On(20) || (err != nil && mayHaveRun(err) && !mutant.On(20)) {
-		// Not bounded by ctx, which may have ended: the call timeout.
-		tctx, cancel := e.directCtx(context.WithoutCancel(ctx))
-		defer cancel()
-		if terr := retryUnknown(tctx, func(ctx context.Context, _ int) error { return scripts.Taken(ctx, e.batched, name, hold, ok, v) }); terr != nil {
-			e.Log.Error("actorlock: could not end a pop's hold: what it holds stays there", "queue", name, "hold", scripts.RequestKey(name, hold), "error", terr)
+	unknown := err != nil && mayHaveRun(err)
+	if ok || wait > 0 && !mutant.On(20) || (unknown && !mutant.On(20)) {
+		// How long an attempt of the pop may still arrive: one held back on
+		// its connection, or written after its caller gave up, as long as
+		// an attempt of a guarded request may act (GuardTTL), then a
+		// blocking one waits its timeout in Redis (BlockingPop's whole
+		// seconds). A plain pop that was answered has no other attempt.
+		var late time.Duration
+		switch {
+		case wait > 0:
+			late = e.GuardTTL + max(wait, time.Second)
+		case unknown:
+			late = e.GuardTTL
 		}
+		e.endHold(ctx, name, hold, ok, v, late)
 	}
 	return v, ok, err
+}
+
+// endHold ends a pop's hold (scripts.Taken) before pop returns, bounded by
+// the call timeout; if that fails, it goes on on a goroutine of its own,
+// carried through as a give-back is (persist: Taken is safe to repeat),
+// so that an item the hold keeps goes back to the queue once Redis can be
+// reached again, until Close. Not a worker: a Go caller's Poll may run
+// during Close.
+func (e *runtimeEnv) endHold(ctx context.Context, name, hold string, took bool, v []byte, late time.Duration) {
+	end := func(ctx context.Context) error {
+		return retryUnknown(ctx, func(ctx context.Context, _ int) error {
+			return scripts.Taken(ctx, e.batched, name, hold, took, v, late)
+		})
+	}
+	// Not bounded by ctx, which may have ended: the call timeout.
+	tctx, cancel := e.directCtx(context.WithoutCancel(ctx))
+	err := end(tctx)
+	cancel()
+	if err == nil {
+		return
+	}
+	failed := func(err error) {
+		e.Log.Error("actorlock: could not end a pop's hold: what it holds stays there", "queue", name, "hold", scripts.RequestKey(name, hold), "error", err)
+	}
+	if !mayWorkLater(err) {
+		failed(err)
+		return
+	}
+	go func() {
+		err := e.persist(func() error {
+			ctx, cancel := e.directCtx(e.callsCtx)
+			defer cancel()
+			return end(ctx)
+		}, mayWorkLater)
+		if err != nil {
+			failed(err)
+		}
+	}()
 }
 
 // offerDelayed stores a delayed item, once for the request g guards.
@@ -196,9 +256,14 @@ func randomID() [8]byte {
 	return b
 }
 
-// newPermitID is a permit id as Redisson makes them: 16 random bytes, hex.
-func newPermitID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+// newPermitIDs is n permit ids as Redisson makes them: 16 random bytes
+// each, hex.
+func newPermitIDs(n int64) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		ids[i] = hex.EncodeToString(b[:])
+	}
+	return ids
 }

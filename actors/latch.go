@@ -22,6 +22,11 @@ const latchRecheck = time.Second
 // time for all of them. The count is read when the subscription is confirmed
 // (first, and after every reconnect, since messages may have been missed),
 // when a message arrives, when an awaiter arrives and every latchRecheck.
+// Only a read of zero that began after an awaiter arrived releases it, as
+// Redisson's await re-reads the count after every release: a read that
+// began before (a slow one still out when the count was set again) or a
+// "0" message (published before the awaiter read the count, and delivered
+// on another connection, so possibly late) may be of an earlier round.
 type latchActor struct {
 	env   *runtimeEnv
 	key   primitiveKey
@@ -29,7 +34,8 @@ type latchActor struct {
 	idle  idleness
 	topic topic
 
-	waiters    map[uint64]chan<- error
+	waiters    map[uint64]latchWaiter
+	reads      uint64 // reads started so far: a read's number
 	subscribed bool
 	live       bool // the subscription is confirmed: a read now misses nothing
 	inflight   bool
@@ -38,7 +44,14 @@ type latchActor struct {
 }
 
 type (
+	// latchWaiter is an awaiter and the number of the first read that
+	// began after it arrived: reads before it cannot release it.
+	latchWaiter struct {
+		reply chan<- error
+		from  uint64
+	}
 	latchRead struct {
+		seq   uint64 // the read's number
 		count int64
 		err   error
 	}
@@ -49,7 +62,7 @@ func newLatchActor(env *runtimeEnv, key primitiveKey) *latchActor {
 	return &latchActor{
 		env: env, key: key,
 		topic:   topic(scripts.LatchChannel(key.Name)),
-		waiters: map[uint64]chan<- error{},
+		waiters: map[uint64]latchWaiter{},
 	}
 }
 
@@ -61,14 +74,14 @@ func (a *latchActor) Receive(ctx actor.Context) {
 		a.self = ctx.Self()
 	case *actor.Stopping:
 		a.idle.cancel()
-		for id, reply := range a.waiters {
-			reply <- ErrClosed
+		for id, w := range a.waiters {
+			w.reply <- ErrClosed
 			delete(a.waiters, id)
 		}
 		a.sync(ctx)
 		return
 	case *Await:
-		a.waiters[m.ID] = m.Reply
+		a.waiters[m.ID] = latchWaiter{reply: m.Reply, from: a.reads + 1}
 		if a.live {
 			a.read()
 		}
@@ -78,12 +91,9 @@ func (a *latchActor) Receive(ctx actor.Context) {
 		a.live = a.subscribed
 		a.read()
 	case *published:
-		if m.Payload == "0" {
-			// Zero reached: Redisson releases its awaiters on this alone.
-			a.release(nil)
-		} else {
-			a.read()
-		}
+		// "0" (zero reached) or "1" (a new count): either may be of an
+		// earlier round than an awaiter's, so the count is read again.
+		a.read()
 	case *latchTick:
 		a.read()
 	case *latchRead:
@@ -92,12 +102,12 @@ func (a *latchActor) Receive(ctx actor.Context) {
 		case errors.Is(m.err, scripts.ErrWrongKind):
 			// The name is another kind's: waiting could only end with
 			// ctx (one kind per name).
-			a.release(m.err)
+			a.release(m.err, ^uint64(0))
 		case m.err != nil:
 			// Awaiters keep waiting; the next tick reads again.
 			a.env.Log.Warn("actorlock: reading a count-down latch failed", "latch", a.key.Name, "error", m.err)
 		case m.count <= 0:
-			a.release(nil)
+			a.release(nil, m.seq)
 		}
 		if a.again {
 			a.again = false
@@ -113,10 +123,13 @@ func (a *latchActor) Receive(ctx actor.Context) {
 
 func (a *latchActor) isIdle() bool { return len(a.waiters) == 0 && !a.subscribed && !a.inflight }
 
-func (a *latchActor) release(err error) {
-	for id, reply := range a.waiters {
-		reply <- err
-		delete(a.waiters, id)
+// release answers err to the awaiters that arrived before read seq began.
+func (a *latchActor) release(err error, seq uint64) {
+	for id, w := range a.waiters {
+		if w.from <= seq {
+			w.reply <- err
+			delete(a.waiters, id)
+		}
 	}
 }
 
@@ -129,7 +142,8 @@ func (a *latchActor) read() {
 		return
 	}
 	a.inflight = true
-	env, name := a.env, a.key.Name
+	a.reads++
+	env, name, seq := a.env, a.key.Name, a.reads
 	env.goCall(a.self, func(ctx context.Context) any {
 		n, err := env.Redis.Get(ctx, name).Int64()
 		if err != nil && scripts.IsNil(err) {
@@ -139,7 +153,7 @@ func (a *latchActor) read() {
 		if err != nil {
 			err = sentinel.Op("read latch", name, err)
 		}
-		return &latchRead{count: n, err: err}
+		return &latchRead{seq: seq, count: n, err: err}
 	})
 }
 

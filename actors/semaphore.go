@@ -89,6 +89,7 @@ type semReq struct {
 // goroutine (see waiters for why the lock actor needs no such thing).
 type semOp struct {
 	req *semReq
+	ids []string // expirable: the request's permit ids when the attempt began
 
 	mu        sync.Mutex
 	abandoned bool
@@ -101,6 +102,10 @@ type (
 		acquired bool
 		grant    scripts.PermitGrant // expirable
 		err      error
+		// unsure (expirable): an attempt's outcome was unknown and what
+		// Redis has of the ids could not be learnt after (acquireExpirable):
+		// they may be held, and go back; no attempt can take them any more.
+		unsure bool
 	}
 	semAttempted struct{ op *semOp }
 	semDeadline  struct{ r *semReq }
@@ -192,10 +197,7 @@ func (a *semaphoreActor) admit(ctx actor.Context, r *semReq, deadline time.Time)
 		return
 	}
 	if a.expirable {
-		r.permitIDs = make([]string, r.n)
-		for i := range r.permitIDs {
-			r.permitIDs[i] = newPermitID()
-		}
+		r.permitIDs = newPermitIDs(r.n)
 	}
 	a.watched.watch(ctx, r.from)
 	a.queue.expireAt(a.env.timers, a.self, r, deadline, &semDeadline{r: r})
@@ -229,6 +231,7 @@ func (a *semaphoreActor) kick() {
 			continue
 		}
 		a.inflight = op
+		op.ids = op.req.permitIDs
 		a.attempt(op)
 	}
 }
@@ -242,20 +245,15 @@ func (a *semaphoreActor) attempt(op *semOp) {
 			settle func() bool // settles a plain acquisition whose outcome is unknown: whether it took
 		)
 		if expirable {
-			// Idempotent by its permit ids, chosen once per request.
-			d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
-				d.grant, err = scripts.AcquireExpirablePermits(ctx, env.batched, name, r.permitIDs, r.lease)
-				d.acquired = d.grant.Acquired
-				return err
-			})
+			d = env.acquireExpirable(ctx, name, op.ids, r.lease)
 		} else {
 			d.acquired, settle, d.err = env.acquirePermits(ctx, name, r.n)
 		}
 		op.mu.Lock()
 		if op.abandoned {
 			op.mu.Unlock()
-			if d.acquired || settle != nil && settle() {
-				undoAcquire(env, name, expirable, r)
+			if d.mayHold(expirable) || settle != nil && settle() {
+				undoAcquire(env, name, expirable, r.n, op.ids)
 			}
 			return nil
 		}
@@ -264,7 +262,7 @@ func (a *semaphoreActor) attempt(op *semOp) {
 		env.deliver(self, &semAttempted{op: op})
 		if settle != nil && settle() {
 			// Its requester was told it failed: the permits go back.
-			undoAcquire(env, name, expirable, r)
+			undoAcquire(env, name, expirable, r.n, nil)
 		}
 		return nil
 	})
@@ -298,18 +296,87 @@ func (e *runtimeEnv) acquirePermits(ctx context.Context, name string, n int64) (
 	}, err
 }
 
-// undoAcquire gives back what request r took and nobody will have: its
-// permit ids, or its n permits, carried through until they are back
+// acquireExpirable takes the permits ids of permit-expirable semaphore
+// name, re-attempted while an attempt's outcome is unknown: the ids make a
+// re-attempt take nothing twice while they are held. They do not once they
+// were released: an attempt held back on its connection that arrived then
+// would take them again, for nobody. So when any attempt's outcome is
+// unknown, nothing is concluded until Redis refuses every attempt of the
+// call (its deadline: scripts.Clock.ActsUntil); then the acquire runs once
+// more, which tells what Redis has of the ids: held (a grant, its lease
+// renewed if it ran out meanwhile), or not (refused, or taken afresh). Only
+// when that cannot be learnt (expirableRounds rounds of unknown outcomes,
+// or a failure after one) is the result unsure: the ids may be held, and
+// must go back. Off the actor, on the call's goroutine, which ctx bounds
+// first.
+func (e *runtimeEnv) acquireExpirable(ctx context.Context, name string, ids []string, lease time.Duration) semDone {
+	unsure := false // an earlier round's attempt may have acted (it cannot any more)
+	for round := 1; ; round++ {
+		var (
+			d    semDone
+			late bool // an attempt of this round may still act
+		)
+		d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
+			d.grant, err = scripts.AcquireExpirablePermits(ctx, e.batched, name, ids, lease, e.Clock)
+			d.acquired = d.grant.Acquired
+			if err != nil && mayHaveRun(err) && !isReply(err) {
+				late = true
+			}
+			return err
+		})
+		if !late {
+			// Every attempt of the round was answered: a grant or a refusal
+			// tells whether the ids are held; a failure does not.
+			d.unsure = unsure && d.err != nil
+			return d
+		}
+		d.unsure = true
+		until, ok := e.Clock.ActsUntil(ctx)
+		if !ok {
+			until = time.Now().Add(e.GuardTTL) // not reached: goCall's calls have a deadline
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-t.C:
+		case <-e.callsCtx.Done():
+			// Closing: nothing is handed out, the ids go back (mayHold),
+			// even if an attempt may still take them.
+			t.Stop()
+			d.acquired, d.err = false, ErrClosed
+			return d
+		}
+		if round == expirableRounds {
+			// A grant may have run out of lease meanwhile: not handed out.
+			d.acquired, d.err = false, &unknowable{err: fmt.Errorf("%d rounds of attempts whose outcome was unknown", round)}
+			return d
+		}
+		unsure, ctx = true, e.callCtx()
+	}
+}
+
+// expirableRounds bounds how many times acquireExpirable waits out attempts
+// whose outcome is unknown (each about a call timeout and a half).
+const expirableRounds = 3
+
+// mayHold reports whether the attempt may have taken permits that its
+// request will not get unless they are given back: it took them, or
+// (expirable) an attempt of it whose outcome is unknown may have.
+func (d semDone) mayHold(expirable bool) bool {
+	return d.acquired || expirable && (d.unsure || d.err != nil && mayHaveRun(d.err))
+}
+
+// undoAcquire gives back what a request took and nobody will have: permit
+// ids, or n permits, carried through until they are back
 // (runtimeEnv.carryThrough).
-func undoAcquire(env *runtimeEnv, name string, expirable bool, r *semReq) {
+func undoAcquire(env *runtimeEnv, name string, expirable bool, n int64, ids []string) {
 	env.goCall(nil, func(context.Context) any {
 		err := env.carryThrough(func(ctx context.Context, g scripts.Guard) error {
 			if expirable {
 				// Ids not held (expired and reclaimed) release nothing.
-				_, err := scripts.ReleaseExpirablePermits(ctx, env.batched, name, r.permitIDs, g)
+				_, err := scripts.ReleaseExpirablePermits(ctx, env.batched, name, ids, g)
 				return err
 			}
-			_, err := scripts.AddPermits(ctx, env.batched, name, r.n, g)
+			_, err := scripts.AddPermits(ctx, env.batched, name, n, g)
 			return err
 		})
 		if err != nil {
@@ -330,8 +397,10 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 	r := op.req
 	switch {
 	case d.err != nil:
-		if a.expirable && mayHaveRun(d.err) {
-			undoAcquire(a.env, a.key.Name, a.expirable, r) // ids not taken release nothing
+		if d.mayHold(a.expirable) {
+			// Only once no attempt can take them any more
+			// (acquireExpirable); ids not taken release nothing.
+			undoAcquire(a.env, a.key.Name, a.expirable, r.n, op.ids)
 		}
 		// A plain acquisition's unknown outcome is settled by its goroutine
 		// (acquirePermits), which gives back what it took.
@@ -339,9 +408,9 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 			a.answer(ctx, r, SemResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
 		}
 	case d.acquired && r.answered:
-		undoAcquire(a.env, a.key.Name, a.expirable, r)
+		undoAcquire(a.env, a.key.Name, a.expirable, r.n, op.ids)
 	case d.acquired:
-		a.answer(ctx, r, SemResult{Acquired: true, PermitIDs: r.permitIDs, Expiry: d.grant.Expiry})
+		a.answer(ctx, r, SemResult{Acquired: true, PermitIDs: op.ids, Expiry: d.grant.Expiry})
 		// The next waiter may get permits too.
 		a.headReady = true
 	case r.answered:
@@ -441,11 +510,11 @@ func (a *semaphoreActor) stop(ctx actor.Context) {
 		op.mu.Lock()
 		op.abandoned = true
 		d := op.res
-		undo := op.delivered && d.acquired
+		undo := op.delivered && d.mayHold(a.expirable)
 		op.res = semDone{}
 		op.mu.Unlock()
 		if undo {
-			undoAcquire(a.env, a.key.Name, a.expirable, op.req)
+			undoAcquire(a.env, a.key.Name, a.expirable, op.req.n, op.ids)
 		}
 	}
 	a.inflight, a.ops = nil, nil

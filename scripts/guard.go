@@ -184,6 +184,18 @@ func (c *Clock) notAfter(ctx context.Context) string {
 	return strconv.FormatInt(deadline.UnixMicro()+c.offset.Load()+c.Slack.Microseconds(), 10)
 }
 
+// ActsUntil is the local time after which no attempt of a call bounded by
+// ctx can act any more, since Redis refuses it (notAfter: ctx's deadline
+// plus Slack, the estimate of the server's clock erring towards refusing
+// early); false when either is unknown, and an attempt is not refused.
+func (c *Clock) ActsUntil(ctx context.Context) (time.Time, bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok || !c.Known() {
+		return time.Time{}, false
+	}
+	return deadline.Add(c.Slack), true
+}
+
 // serverTime is local time t in the server's clock (µs), "" when the clock
 // is unknown.
 func (c *Clock) serverTime(t time.Time) string {

@@ -215,9 +215,14 @@ func moved(ctx context.Context, c any, name string, v []byte, err error) ([]byte
 
 // Taken ends the hold of request holdID on list name: the taker has item
 // when took (else none: the pop's outcome was lost), and whatever else the
-// hold has goes back to the head of the list. Safe to repeat.
-func Taken(ctx context.Context, c Client, name, holdID string, took bool, item []byte) error {
-	return queueTaken.run(ctx, c, []string{name, requestKey(name, holdID)}, flag(took), item).Err()
+// hold has goes back to the head of the list. When an attempt of the pop
+// may still reach Redis (late > 0: one held back on its connection, or
+// written after its caller gave up), the hold's key stays marked as ended
+// for late, so that such a pop fails (WRONGTYPE) instead of moving an item
+// into a hold nobody ends. Safe to repeat: a hold that ended is left as it
+// is.
+func Taken(ctx context.Context, c Client, name, holdID string, took bool, item []byte, late time.Duration) error {
+	return queueTaken.run(ctx, c, []string{name, requestKey(name, holdID)}, flag(took), item, max(ms(late), 0)).Err()
 }
 
 type onceStringCmd struct{ *redis.StringCmd }

@@ -134,8 +134,14 @@ type PermitGrant struct {
 // AcquireExpirablePermits takes one permit per id (32 hex chars each, chosen
 // by the caller) of permit-expirable semaphore name, all or none, for lease
 // (<= 0: without expiry), after returning expired permits to the pool. A
-// re-attempt with the same ids does not take twice.
-func AcquireExpirablePermits(ctx context.Context, c Client, name string, ids []string, lease time.Duration) (PermitGrant, error) {
+// re-attempt with the same ids does not take twice. An attempt that
+// reaches Redis after ctx's deadline plus clock's slack does nothing
+// (ErrNotRun), so that no attempt acts after clock.ActsUntil(ctx): its
+// caller must not hand the permits out, nor give them back, while one whose
+// outcome is unknown may still act (after a release, it would take them
+// again, for nobody). The server's clock is read first if clock has
+// learnt nothing yet.
+func AcquireExpirablePermits(ctx context.Context, c Client, name string, ids []string, lease time.Duration, clock *Clock) (PermitGrant, error) {
 	if len(ids) == 0 {
 		return PermitGrant{}, fmt.Errorf("scripts: no permit id")
 	}
@@ -143,7 +149,10 @@ func AcquireExpirablePermits(ctx context.Context, c Client, name string, ids []s
 	if lease > 0 {
 		leaseMs = ms(lease)
 	}
-	args := []any{leaseMs, SemaphoreChannel(name)}
+	if err := clock.learn(ctx, c); err != nil {
+		return PermitGrant{}, err
+	}
+	args := []any{leaseMs, SemaphoreChannel(name), clock.notAfter(ctx)}
 	for _, id := range ids {
 		raw, err := PermitIDBytes(id)
 		if err != nil {
@@ -159,8 +168,11 @@ func AcquireExpirablePermits(ctx context.Context, c Client, name string, ids []s
 	if err != nil || len(v) != 2 {
 		return PermitGrant{}, fmt.Errorf("scripts: unexpected permit acquire reply %v", res)
 	}
-	if v[0] == 1 {
+	switch v[0] {
+	case 1:
 		return PermitGrant{Acquired: true, Expiry: v[1]}, nil
+	case lateReply:
+		return PermitGrant{}, ErrNotRun
 	}
 	return PermitGrant{Wait: pttl(v[1])}, nil
 }
