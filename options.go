@@ -143,9 +143,9 @@ func WithCallTimeout(d time.Duration) Option {
 // an unlock's retry, which tells a re-entry after its own earlier attempt by
 // the counter: it comes within the call timeout, hence the floor. A TTL
 // shorter than the call timeout is raised to it. Nor does the counter
-// expire while a hold of ours lives: an acquisition sets no TTL shorter
-// than its lease, and the watchdog's renewals extend the counter with the
-// lock, since a give-back of a lost hold tells by the counter whether a
+// expire while a hold of ours lives: every script that lengthens a lock's
+// life (an acquisition, a re-entry, a renewal, Extend) makes the counter
+// live at least as long as the lock, since a give-back of a lost hold tells by the counter whether a
 // newer grant of its owner id came since (through another runtime).
 //
 // Why choose 0 (a permanent counter): for names that Redisson's

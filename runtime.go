@@ -239,7 +239,9 @@ func (rt *Runtime) ID() string {
 // Close releases every lock the runtime holds (its Helds end with ErrClosed),
 // fails every pending request with ErrClosed, stops every actor, timer and
 // goroutine of the runtime and waits for them, up to ctx, and stops the
-// remote that remoting.WithRemote started. It does not close the Redis client, nor
+// remote that remoting.WithRemote started. Items and permits that calls
+// still out took for callers who will not have them go back first: Close
+// waits for that too, up to ctx and three call timeouts at most. It does not close the Redis client, nor
 // an actor system given with actorkit.WithActorSystem (nor its remote). Calling
 // Close again returns the first call's result.
 func (rt *Runtime) Close(ctx context.Context) (err error) {

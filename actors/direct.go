@@ -50,7 +50,7 @@ func retryGuarded(ctx context.Context, g scripts.Guard, m int, call func(context
 func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) error) error {
 	return e.persist(func() error {
 		g, first := e.guard(e.NewRequestID()), time.Now()
-		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
+		ctx, cancel := context.WithTimeout(e.givingBack, e.CallTimeout)
 		err := retryGuarded(ctx, g, 19, call)
 		cancel()
 		if unsettled(err) {
@@ -62,7 +62,8 @@ func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) erro
 
 // persist runs run until it succeeds or fails with an error again rejects,
 // backing off from 50 ms up to a second between runs, for as long as the
-// runtime runs (Close ends it with the last run's error).
+// runtime runs, and while Close waits for it (givingBack; then it ends with
+// the last run's error).
 func (e *runtimeEnv) persist(run func() error, again func(error) bool) error {
 	backoff := 50 * time.Millisecond
 	for {
@@ -72,7 +73,7 @@ func (e *runtimeEnv) persist(run func() error, again func(error) bool) error {
 		}
 		t := time.NewTimer(backoff)
 		select {
-		case <-e.callsCtx.Done():
+		case <-e.givingBack.Done():
 			t.Stop()
 			return err
 		case <-t.C:
@@ -184,7 +185,7 @@ func (e *runtimeEnv) endHold(ctx context.Context, name, hold string, took bool, 
 	}
 	go func() {
 		err := e.persist(func() error {
-			ctx, cancel := e.directCtx(e.callsCtx)
+			ctx, cancel := e.directCtx(e.givingBack)
 			defer cancel()
 			return end(ctx)
 		}, mayWorkLater)

@@ -130,6 +130,12 @@ type runtimeEnv struct {
 	calls      sync.WaitGroup
 	callsCtx   context.Context
 	cancelCall context.CancelFunc
+	// givingBack bounds what gives back what nobody will have (carryThrough,
+	// persist, settle): it outlives callsCtx, so that an item or permits a
+	// call took as Close began still go back while Close waits for the
+	// calls (up to its ctx, and GuardTTL at most: Handle.Stop).
+	givingBack     context.Context
+	stopGivingBack context.CancelFunc
 }
 
 // props is how every actor of the runtime is spawned. Messages are
@@ -155,6 +161,7 @@ func newEnv(cfg Config) *runtimeEnv {
 		ctx = scripts.WithCallBound(ctx, e.goRun)
 	}
 	e.callsCtx, e.cancelCall = context.WithCancel(ctx)
+	e.givingBack, e.stopGivingBack = context.WithCancel(ctx)
 	return e
 }
 

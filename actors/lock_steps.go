@@ -261,7 +261,7 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.Context, scripts.Guard) error) error {
 	giveUpAt := first.Add(g.TTL - e.CallTimeout)
 	g.Settle, g.Spent, g.Until = true, "", giveUpAt
-	ctx, cancel := context.WithDeadline(e.callsCtx, giveUpAt)
+	ctx, cancel := context.WithDeadline(e.givingBack, giveUpAt)
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {

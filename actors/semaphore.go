@@ -338,10 +338,16 @@ func (e *runtimeEnv) acquireExpirable(ctx context.Context, name string, ids []st
 		t := time.NewTimer(time.Until(until))
 		select {
 		case <-t.C:
-		case <-e.callsCtx.Done():
-			// Closing: nothing is handed out, the ids go back (mayHold),
-			// even if an attempt may still take them.
+		case <-e.givingBack.Done():
+			// Close waited no longer: the ids go back (mayHold) at once,
+			// if that can still run, though an attempt may take them yet.
 			t.Stop()
+			d.acquired, d.err = false, ErrClosed
+			return d
+		}
+		if e.callsCtx.Err() != nil {
+			// Closing: nothing is handed out; the ids go back (mayHold),
+			// now that no attempt can take them, while Close waits.
 			d.acquired, d.err = false, ErrClosed
 			return d
 		}

@@ -158,6 +158,12 @@ func (h *Handle) Stop(ctx context.Context) error {
 	h.env.cancelCall()
 	calls := make(chan struct{})
 	go func() { h.env.calls.Wait(); close(calls) }()
+	// What gives back an item or permits that nobody will have goes on
+	// meanwhile (givingBack), for GuardTTL at most: by then any attempt of
+	// the call that took them has run or never will.
+	givingBack := time.AfterFunc(h.env.GuardTTL, h.env.stopGivingBack)
+	defer givingBack.Stop()
+	defer h.env.stopGivingBack()
 	select {
 	case <-calls:
 	case <-ctx.Done():

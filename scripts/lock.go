@@ -33,7 +33,7 @@ var (
 	lockUnlock      = newScript(guardLua, releaseLua, lockUnlockLua)
 	lockHandoff     = newScript(guardLua, reentrantLua, lockHandoffLua)
 	lockForceUnlock = newScript(lockForceUnlockLua)
-	lockRenew       = newScript(lockRenewLua)
+	lockRenew       = newScript(reentrantLua, lockRenewLua)
 )
 
 // MaxRenewBatch is the most locks one renewal call carries, so one call never

@@ -1,5 +1,7 @@
--- Extend the lease of a reentrant or fair lock held by one owner (Held.Extend).
+-- Extend the lease of a reentrant or fair lock held by one owner (Held.Extend;
+-- after the reentrant.lua prelude).
 -- KEYS[1] lock HASH <name>
+-- KEYS[2] fencing counter redisson_lock_token:{name}, which follows the lock
 -- ARGV[1] lease ms
 -- ARGV[2] owner that must still hold KEYS[1]
 -- Extends, never shortens (as re-entries and renewals do), so extensions,
@@ -13,4 +15,5 @@ end
 if redis.call('pttl', KEYS[1]) < lease then
   redis.call('pexpire', KEYS[1], lease)
 end
+follow(KEYS[2], KEYS[1])
 return 1

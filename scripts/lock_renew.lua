@@ -1,4 +1,5 @@
--- Watchdog renewal of many locks in one call (all KEYS in one hash slot).
+-- Watchdog renewal of many locks in one call (all KEYS in one hash slot;
+-- after the reentrant.lua prelude).
 -- KEYS[i]   lock HASH
 -- ARGV[1]   lease ms
 -- ARGV[i+1] owner that must still hold KEYS[i]
@@ -12,14 +13,7 @@ for i, key in ipairs(KEYS) do
     if redis.call('pttl', key) < lease then
       redis.call('pexpire', key, lease)
     end
-    -- The fencing counter lives as long as the hold: a give-back tells by
-    -- it whether a newer grant came (release.lua). (Same slot: its name
-    -- carries the lock's as hash tag, or the lock's own tag.)
-    local counter = 'redisson_lock_token:' .. (string.find(key, '{', 1, true) and key or '{' .. key .. '}')
-    local left = redis.call('pttl', counter)
-    if left >= 0 and left < lease then
-      redis.call('pexpire', counter, lease)
-    end
+    follow(counter_of(key), key)
     out[i] = 1
   else
     out[i] = 0

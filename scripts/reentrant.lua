@@ -25,6 +25,30 @@
 --   when the hash is a read-write lock's (it has a mode field: one kind per
 --   name). fresh is 1 when the lock did not exist: the owner's holds, if it
 --   had any, were gone (deleted or expired) before this grant.
+-- follow(counter, lock): make an expiring fencing counter live at least as
+--   long as the lock: a give-back tells by the counter whether a newer
+--   grant came since the one it undoes (release.lua), so the counter must
+--   outlive every hold. Never shortens; a permanent or missing counter is
+--   left alone. Every script that lengthens a lock's life calls it after.
+-- counter_of(lock): the counter's key of a lock key (scripts.TokenKey), for
+--   the renewals, whose calls carry only lock keys; same hash slot.
+local function follow(counter, lock)
+  local left = redis.call('pttl', counter)
+  if left >= 0 then
+    local need = redis.call('pttl', lock)
+    if need > left then
+      redis.call('pexpire', counter, need)
+    end
+  end
+end
+
+local function counter_of(lock)
+  if string.find(lock, '{', 1, true) then
+    return 'redisson_lock_token:' .. lock
+  end
+  return 'redisson_lock_token:{' .. lock .. '}'
+end
+
 local function next_token(counter, ttl)
   local now = redis.call('time')
   local clock = now[1] .. string.format('%06d', tonumber(now[2]))
@@ -77,5 +101,7 @@ local function grant(lock, counter, owner, lease, ttl)
   if redis.call('pttl', lock) < lease then
     redis.call('pexpire', lock, lease)
   end
-  return {1, count, next_token(counter, ttl), 0}
+  local token = next_token(counter, ttl)
+  follow(counter, lock)
+  return {1, count, token, 0}
 end

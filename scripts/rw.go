@@ -26,7 +26,7 @@ var (
 	rwWriteAcquire = newScript(guardLua, reentrantLua, rwWriteAcquireLua)
 	rwReadUnlock   = newScript(guardLua, rwReadUnlockLua)
 	rwWriteUnlock  = newScript(guardLua, releaseLua, rwWriteUnlockLua)
-	rwRenew        = newScript(rwRenewLua)
+	rwRenew        = newScript(reentrantLua, rwRenewLua)
 	rwForceUnlock  = newScript(rwForceUnlockLua)
 )
 

@@ -41,5 +41,6 @@ return guarded(function()
   if redis.call('pttl', KEYS[1]) < lease then
     redis.call('pexpire', KEYS[1], lease)
   end
+  follow(KEYS[2], KEYS[1])
   return {1, count, token, fresh, writes}
 end)

@@ -1,4 +1,5 @@
--- Watchdog renewal of read-write locks, many in one call (one hash slot).
+-- Watchdog renewal of read-write locks, many in one call (one hash slot;
+-- after the reentrant.lua prelude).
 -- KEYS[i] lock HASH
 -- ARGV[1] lease ms; then four per key:
 -- ARGV[4i-2] owner, ARGV[4i-1] its write field <owner>:write,
@@ -15,14 +16,7 @@ for i, key in ipairs(KEYS) do
     if redis.call('pttl', key) < lease then
       redis.call('pexpire', key, lease)
     end
-    -- The fencing counter lives as long as the hold: a give-back tells by
-    -- it whether a newer grant came (release.lua). (Same slot: its name
-    -- carries the lock's as hash tag, or the lock's own tag.)
-    local counter = 'redisson_lock_token:' .. (string.find(key, '{', 1, true) and key or '{' .. key .. '}')
-    local left = redis.call('pttl', counter)
-    if left >= 0 and left < lease then
-      redis.call('pexpire', counter, lease)
-    end
+    follow(counter_of(key), key)
     for n = 1, tonumber(ARGV[b + 2]) do
       redis.call('pexpire', ARGV[b + 3] .. ':' .. n, lease)
     end

@@ -32,5 +32,7 @@ return guarded(function()
   -- the lock outlives every hold's lease (local validity counts from the
   -- send, so it never ends after this expiry).
   redis.call('pexpire', KEYS[1], math.max(ttl, 0) + lease)
-  return {1, count, next_token(KEYS[2], ARGV[3]), 0}
+  local token = next_token(KEYS[2], ARGV[3])
+  follow(KEYS[2], KEYS[1])
+  return {1, count, token, 0}
 end)

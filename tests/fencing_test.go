@@ -297,7 +297,9 @@ func TestFencingCounterTTL(t *testing.T) {
 	time.Sleep(ttl / 2)
 	acquireEach(t, ctx, &tr, locks[1:], 1)
 	left = rdb.PTTL(ctx, key).Val()
-	assert.True(t, left > 3*ttl/4 && left <= ttl, "counter TTL %v: each acquisition restarts it", left)
+	// Each acquisition restarts it, and it lives as long as the lock did:
+	// the write lock's re-entry adds its lease to what was left (two).
+	assert.True(t, left > 3*ttl/4 && left <= 2*ttl, "counter TTL %v: each acquisition restarts it", left)
 
 	require.Eventually(t, func() bool { return rdb.Exists(ctx, key).Val() == 0 }, 3*ttl, 20*time.Millisecond,
 		"the counter expires after the last acquisition")
