@@ -219,6 +219,15 @@ func (wk *worker) lateReentry() {
 			return (sc.script == "lock_acquire" || sc.script == "fair_acquire") && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == x
 		}})
 	defer f.unaim(late)
+	// The give-back's reply comes back late: until it does, the runtime
+	// cannot know what the give-back did, and a grant it deleted under a
+	// live Held is there for the exclusion check to see (heldInRedis).
+	slow := f.aimAt(&aim{kind: fDelay, delay: min(500*time.Millisecond, f.readTimeout-50*time.Millisecond), left: 1,
+		match: func(sc scriptCall) bool {
+			return (sc.script == "lock_unlock" && arg(sc.argv, 3) != "" || sc.script == "fair_unlock" && arg(sc.argv, 4) != "") &&
+				arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == x
+		}})
+	defer f.unaim(slow)
 	again := <-wk.acquireAsync(ctx, n, gen, l, "scenario late re-entry: X again", 5*time.Second)
 	if again.hd == nil {
 		return

@@ -30,9 +30,24 @@ var scriptSHAs = sync.OnceValue(func() map[string]string {
 		"rw_write_unlock":   {"guard", "rw_write_unlock"},
 		"rw_renew":          {"rw_renew"},
 		"rw_force_unlock":   {"rw_force_unlock"},
-		"latch_try_set":     {"latch_try_set"},
-		"latch_count_down":  {"latch_count_down"},
-		"latch_delete":      {"latch_delete"},
+		"latch_try_set":     {"kind", "guard", "latch_try_set"},
+		"latch_count_down":  {"kind", "guard", "latch_count_down"},
+		"latch_delete":      {"kind", "guard", "latch_delete"},
+		// The queues' and semaphores' (scripts/queue.go, semaphore.go).
+		"queue_offer":                   {"kind", "guard", "queue_offer"},
+		"queue_move":                    {"kind", "queue_move"},
+		"queue_delayed_poll":            {"queue_delayed_poll"},
+		"queue_delayed_remove":          {"guard", "queue_delayed_remove"},
+		"queue_push":                    {"kind", "guard", "queue_push"},
+		"queue_give_back":               {"kind", "guard", "queue_give_back"},
+		"queue_taken":                   {"queue_taken"},
+		"semaphore_acquire":             {"kind", "guard", "semaphore_acquire"},
+		"semaphore_add":                 {"kind", "guard", "semaphore_add"},
+		"semaphore_try_set":             {"kind", "guard", "semaphore_try_set"},
+		"semaphore_drain":               {"kind", "guard", "semaphore_drain"},
+		"semaphore_expirable_acquire":   {"kind", "semaphore_expirable", "semaphore_expirable_acquire"},
+		"semaphore_expirable_release":   {"kind", "guard", "semaphore_expirable", "semaphore_expirable_release"},
+		"semaphore_expirable_available": {"kind", "semaphore_expirable", "semaphore_expirable_available"},
 	}
 	out := map[string]string{}
 	for name, ps := range parts {
