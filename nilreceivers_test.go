@@ -74,7 +74,7 @@ func TestNilAndZeroReceiversNeverPanic(t *testing.T) {
 		"Lock.Name": zero, "Lock.Owner": zero,
 		"Held.Name": zero, "Held.Owner": zero, "Held.Token": zero, "Held.Lease": zero, "Held.ValidUntil": zero,
 		"Held.Done": ended, "Held.Context": ended,
-		"GroupHeld.Members": anything, "GroupHeld.Tokens": anything, "GroupHeld.Done": ended, "GroupHeld.Context": ended,
+		"GroupHeld.Members": anything, "GroupHeld.Done": ended, "GroupHeld.Context": ended,
 		"ReadWriteLock.Name": zero, "ReadWriteLock.ReadLocker": refuses, "ReadWriteLock.WriteLocker": refuses,
 		"Locker.Context": zero, "Locker.Unlock": zero,
 		"Semaphore.Name": zero, "PermitExpirableSemaphore.Name": zero, "CountDownLatch.Name": zero,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +64,7 @@ func (r *red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held
 	if err != nil {
 		return nil, err
 	}
-	r.hostsOnce.Do(func() { r.hostsErr = r.distinctHosts(ctx) })
+	r.hostsOnce.Do(func() { r.hostsErr = r.distinctHosts() })
 	if r.hostsErr != nil {
 		return nil, r.hostsErr
 	}
@@ -95,39 +96,37 @@ func (r *red) acquire(ctx context.Context, try bool, opts []AcquireOption) (held
 }
 
 // distinctHosts checks, once, that no two members' single-server clients
-// reach one server by different names ("localhost:6379" and
-// "127.0.0.1:6379"): the addresses their hosts resolve to, with the port,
-// must not meet. A RedLock over one server is no RedLock: a "majority"
-// would be one server. Names WithServerName gives, clusters' and those a
-// custom dialer reads are taken as given; a host that does not resolve now
-// is left to the round.
-func (r *red) distinctHosts(ctx context.Context) error {
+// reach one server by different spellings of a loopback or literal
+// address ("localhost:6379" and "127.0.0.1:6379", "[::1]:6379"): a
+// RedLock over one server is no RedLock, a "majority" would be one server.
+// Other host names are compared as spelt (no DNS lookup here: it may be
+// slow, and outlive the call); WithServerName names a deployment however
+// its clients reach it.
+func (r *red) distinctHosts() error {
 	seen := map[string]string{} // ip:port -> member
 	for _, m := range r.members {
 		c, ok := m.lock.rt.rdb.(*redis.Client)
-		if !ok || m.lock.rt.named || c.Options().Dialer != nil {
-			continue // a name of the user's: a cluster's, WithServerName's, or a dialer's own address
+		if !ok || m.lock.rt.named {
+			continue
 		}
 		host, port, err := net.SplitHostPort(c.Options().Addr)
 		if err != nil {
 			continue
 		}
-		ips := []net.IP{net.ParseIP(host)}
-		if ips[0] == nil {
-			// Bounded, and not by ctx: a lookup cut short goes on in the
-			// background.
-			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			ips, err = net.DefaultResolver.LookupIP(lctx, "ip", host)
-			cancel()
-			if err != nil {
-				continue
-			}
+		var ips []net.IP
+		switch ip := net.ParseIP(host); {
+		case ip != nil && (ip.Equal(net.IPv4(127, 0, 0, 1)) || ip.Equal(net.IPv6loopback)), host == "localhost", strings.HasSuffix(host, ".localhost"):
+			ips = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback} // RFC 6761: one loopback server
+		case ip != nil:
+			ips = []net.IP{ip}
+		default:
+			continue
 		}
 		for _, ip := range ips {
 			at := net.JoinHostPort(ip.String(), port)
 			if other, dup := seen[at]; dup && other != m.lock.key.Name {
 				return fmt.Errorf("%w: RedLock members %s and %s on one server (%s)", ErrInvalidArgument,
-					sentinel.Quote(other), sentinel.Quote(m.lock.key.Name), at)
+					sentinel.Quote(other), sentinel.Quote(m.lock.key.Name), c.Options().Addr)
 			}
 			seen[at] = m.lock.key.Name
 		}

@@ -74,7 +74,7 @@ func (q *mover) Receive(ctx actor.Context) {
 	switch m := msg.(type) {
 	case *actor.Started:
 		q.self = ctx.Self()
-		ctx.Send(q.env.router, &subscribe{Topic: q.topic, Subscriber: q.self})
+		q.env.deliver(q.env.router, &subscribe{Topic: q.topic, Subscriber: q.self})
 		q.safetyStop = q.env.timers.SendRepeatedly(safetyInterval, safetyInterval, q.self, &moveSafety{})
 		q.move()
 	case *actor.Stopping:
@@ -83,7 +83,7 @@ func (q *mover) Receive(ctx actor.Context) {
 			q.safetyStop()
 		}
 		q.idle.cancel()
-		ctx.Send(q.env.router, &unsubscribe{Topic: q.topic, Subscriber: q.self})
+		q.env.deliver(q.env.router, &unsubscribe{Topic: q.topic, Subscriber: q.self})
 		return
 	case *DelayedOpen:
 		q.handles++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -37,6 +38,46 @@ func retryGuarded(ctx context.Context, g scripts.Guard, m int, call func(context
 	})
 }
 
+// carryThrough runs call, which gives back what nobody will have (an item
+// popped for a taker that has gone, permits taken for one), until it acts:
+// each run under a guard of its own and the call timeout, settled when its
+// outcome stays unknown, run again when it did not act (Redis refused it or
+// could not be reached), backing off up to a second, for as long as the
+// runtime runs: unlike a lock's hold, an item or a permit does not expire.
+// Only a run that could not be settled, a refusal no retry can change
+// (NOPERM, a wrong kind), or Close ends it unfinished: that error is
+// returned.
+func (e *runtimeEnv) carryThrough(call func(context.Context, scripts.Guard) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		g, first := e.guard(e.NewRequestID()), time.Now()
+		ctx, cancel := context.WithTimeout(e.callsCtx, e.CallTimeout)
+		err := retryGuarded(ctx, g, 19, call)
+		cancel()
+		if unsettled(err) {
+			err = e.settle(first, g, call)
+		}
+		if err == nil || unsettled(err) || !mayWorkLater(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-e.callsCtx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// mayWorkLater reports whether a call that did not act may act when run
+// again: it ran out of time or could not reach Redis, or Redis could not
+// run it for now (failover, a busy script, out of memory).
+func mayWorkLater(err error) bool {
+	return errors.Is(err, scripts.ErrNotRun) || !isReply(err) || refusedForNow(err) || busyOrFull(err)
+}
+
 // push appends value to list name, once for the request g guards.
 func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, g scripts.Guard) error {
 	err := retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) error {
@@ -60,7 +101,9 @@ func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, g scri
 // all), through a hold of its own (scripts.Pop): the item moves there
 // first, and the hold is ended (Taken) at once, so that an item whose reply
 // was lost goes back to the head of the list, and one a replay moved too
-// goes back as well, instead of being lost. Only a process that dies
+// goes back as well, instead of being lost. A blocking pop's hold is ended
+// even when it came back empty: a replay may have hidden an item the
+// first attempt moved. Only a process that dies
 // between the two calls leaves the item in the hold
 // (actorlock_request:{name}:<id>).
 func (e *runtimeEnv) pop(ctx context.Context, name string, wait time.Duration) ([]byte, bool, error) {
@@ -75,7 +118,11 @@ func (e *runtimeEnv) pop(ctx context.Context, name string, wait time.Duration) (
 	} else {
 		v, ok, err = scripts.Pop(ctx, e.batched, name, hold)
 	}
-	if ok || (err != nil && mayHaveRun(err) && !mutant.On(20)) {
+	// After a blocking pop, always: go-redis replays one whose connection
+	// broke, and a replay that found nothing hides the item the first
+	// attempt moved. (A plain pop is never replayed: with no item and no
+	// error, nothing moved.)
+	if ok || wait > 0 && !mutant.On(20) || (err != nil && mayHaveRun(err) && !mutant.On(20)) {
 		// Not bounded by ctx, which may have ended: the call timeout.
 		tctx, cancel := e.directCtx(context.WithoutCancel(ctx))
 		defer cancel()

@@ -336,7 +336,7 @@ func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt in
 	var unknown error // the first failure that may have taken effect
 	for attempt := 0; ; attempt++ {
 		err := call(ctx, attempt)
-		if unknown == nil && err != nil && mayHaveRun(err) {
+		if unknown == nil && err != nil && mayHaveRun(err) && !isReply(err) {
 			unknown = err
 		}
 		if err == nil || ctx.Err() != nil || !(refusedForNow(err) || outcomeUnknown(err) && attempt < 3) {
@@ -353,9 +353,10 @@ func retryUnknown(ctx context.Context, call func(ctx context.Context, attempt in
 	}
 }
 
-// earlierTry is the failure of a call's last attempt, which never ran (its
-// connection could not be set up), after an earlier attempt that may have
-// run: the call as a whole may have taken effect.
+// earlierTry is the failure of a call's last attempt, which did not act
+// (its connection could not be set up, or Redis answered it with an error),
+// after an earlier attempt that may have: the call as a whole may have
+// taken effect.
 type earlierTry struct {
 	err     error // the last attempt's
 	earlier error // the earlier attempt's, whose outcome is unknown
@@ -368,10 +369,25 @@ func (e *earlierTry) Error() string {
 func (e *earlierTry) Unwrap() error { return e.err }
 
 func triedEarlier(err, earlier error) error {
-	if err == nil || earlier == nil || mayHaveRun(err) {
+	if err == nil || earlier == nil || (mayHaveRun(err) && !isReply(err)) {
 		return err
 	}
 	return &earlierTry{err: err, earlier: earlier}
+}
+
+// isReply reports whether err is Redis's answer to the command (an error
+// reply: BUSY, READONLY, LOADING, a script's refusal): the command did
+// not act, whatever an earlier attempt of the same call did.
+func isReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) || errors.Is(err, scripts.ErrWrongKind) || errors.Is(err, scripts.ErrNotRun)
+}
+
+// busyOrFull reports whether Redis refused a command because another
+// script runs too long (BUSY) or memory is full (OOM): both pass.
+func busyOrFull(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && (strings.HasPrefix(rerr.Error(), "BUSY") || strings.HasPrefix(rerr.Error(), "OOM"))
 }
 
 // outcomeUnknown reports whether a failed call may have taken effect, or

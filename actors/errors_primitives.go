@@ -24,5 +24,3 @@ func primitiveError(err error) *messages.Error {
 	}
 	return protoError(err)
 }
-
-func isPermitExpired(err error) bool { return errors.Is(err, ErrPermitExpired) }

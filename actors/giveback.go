@@ -44,7 +44,7 @@ import (
 // long it still has), or while a give-back of its owner was out. r goes on
 // waiting if it may, or fails.
 func (a *lockActor) giveBackGrant(ctx actor.Context, r *request, g scripts.Grant, why string) {
-	a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
+	a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Token, r.leaseOr(a.env.Watchdog))
 	waits := !r.tryOnce && (r.deadline.IsZero() || time.Now().Before(r.deadline))
 	if waits && r.enqueued && a.queue.queued(r) && g.HoldCount == 1 {
 		// A fair waiter's grant took its place at the head of the queue:
@@ -87,22 +87,31 @@ func (a *lockActor) giveBackHold(h *hold) {
 		}
 	}
 	if n := h.granted(false, nil); h.count > 0 && n > 0 {
-		a.giveBack(h.owner, false, n, h.count, lease)
+		a.giveBack(h.owner, false, n, h.count, h.token, lease)
 	}
 	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
-		a.giveBack(h.owner, true, n, h.writes, lease)
+		a.giveBack(h.owner, true, n, h.writes, h.token, lease)
 	}
 }
 
 // giveBack queues, before anything else, the release of holds of owner
 // (write: a read-write lock's write holds) if Redis still counts exactly
-// ifCount of them. lease bounds how long it is retried: by then the holds
-// have expired anyway. Give-backs run newest first (first): each is queued
-// on a newer sight of the owner's count, so the one before it finds the
-// count it expects once the newer has run.
-func (a *lockActor) giveBack(owner string, write bool, holds, ifCount int64, lease time.Duration) {
+// ifCount of them and, when token is known (> 0), the fencing counter
+// still holds it: no grant came since, not even of the same owner id held
+// through another runtime (WithOwner, a restart), whose holds Redis counts
+// with ours. lease bounds how long it is retried: by then the holds have
+// expired anyway. Give-backs run newest first (first): each is queued on a
+// newer sight of the owner's count and counter, so the one before it finds
+// what it expects once the newer has run; the counter does not go back, so
+// the older ones expect the newer's token (0: unknown, unchecked).
+func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) {
 	a.settle(owner)
-	a.first(&undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, giveUpAt: time.Now().Add(lease + a.env.CallTimeout)})
+	for _, s := range a.steps {
+		if u, ok := s.(*undoStep); ok && u.owner == owner {
+			u.token = token
+		}
+	}
+	a.first(&undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout)})
 }
 
 // queuedUndo is the earliest give-back of owner's holds on that side

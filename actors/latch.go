@@ -150,11 +150,11 @@ func (a *latchActor) sync(ctx actor.Context) {
 	switch {
 	case waiting && !a.subscribed:
 		a.subscribed = true
-		ctx.Send(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
 		a.tickStop = a.env.timers.SendRepeatedly(latchRecheck, latchRecheck, a.self, &latchTick{})
 	case !waiting && a.subscribed:
 		a.subscribed, a.live = false, false
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 		if a.tickStop != nil {
 			a.tickStop()
 			a.tickStop = nil

@@ -490,7 +490,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 				// later: see first).
 				a.abandonHold(ctx, h, LossRenewalFailed, "a re-entry's outcome stayed unknown (Redis did not answer), so whether the hold was still there cannot be told")
 			}
-			a.giveBack(r.owner, r.write(), 1, s.seen+1, r.leaseOr(a.env.Watchdog))
+			a.giveBack(r.owner, r.write(), 1, s.seen+1, 0, r.leaseOr(a.env.Watchdog))
 			a.leaveIfQueued(r, true)
 		}
 		return
@@ -502,7 +502,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		}
 		a.endIfGone(ctx, r, g, s.other)
 		if r.answered {
-			a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
+			a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Token, r.leaseOr(a.env.Watchdog))
 			return
 		}
 		if a.settlingFor(r.owner) && !mutant.On(10) {
@@ -705,7 +705,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 // now could lose it, so it is undone, and tried again after a pause (with
 // back-off) up to ReplicaSync.Attempts times before r fails.
 func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, acked int64) {
-	a.giveBack(r.owner, r.write(), 1, g.HoldCount, r.leaseOr(a.env.Watchdog))
+	a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Token, r.leaseOr(a.env.Watchdog))
 	r.unsynced++
 	if r.unsynced >= max(a.env.ReplicaSync.Attempts, 1) {
 		a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("%w: %w: %d of %d replicas confirmed it within %v",

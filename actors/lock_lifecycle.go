@@ -24,11 +24,11 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 		return
 	}
 	if a.subscribed != "" {
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 	}
 	a.subscribed, a.live = want, false
 	if want != "" {
-		ctx.Send(a.env.router, &subscribe{Topic: want, Subscriber: a.self})
+		a.env.deliver(a.env.router, &subscribe{Topic: want, Subscriber: a.self})
 	}
 }
 
@@ -139,7 +139,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 		a.spent = nil
 	}
 	if a.subscribed != "" {
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.subscribed, Subscriber: a.self})
 		a.subscribed = ""
 	}
 }

@@ -168,7 +168,7 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 		}
 		if s.next != nil && unsettled(d.err) {
 			// The waiter may hold it now without knowing: undo, then retry.
-			a.giveBack(s.next.owner, s.next.write(), 1, 1, s.next.leaseOr(a.env.Watchdog))
+			a.giveBack(s.next.owner, s.next.write(), 1, 1, 0, s.next.leaseOr(a.env.Watchdog))
 		}
 		a.headReady = true
 		return
@@ -215,7 +215,7 @@ func (a *lockActor) releasedTo(ctx actor.Context, s *releaseStep, d *stepDone) {
 	}
 	switch {
 	case s.handed.Acquired && next.answered:
-		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, next.leaseOr(a.env.Watchdog))
+		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, s.handed.Token, next.leaseOr(a.env.Watchdog))
 		a.headReady = true
 	case s.handed.Acquired && a.settlingFor(next.owner):
 		// A give-back of next's owner began while the hand-off ran: the

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actorlock/actorlock/internal/mutant"
@@ -186,12 +185,16 @@ func (a *lockActor) tellUnknown(ctx actor.Context, d *stepDone) {
 
 // unsettled reports whether a step's script may have acted in Redis
 // without its reply coming back (an attempt's connection broke, or Redis
-// did not answer in time): its outcome is unknown. A reply from Redis (even
-// an error: the scripts fail before they write), a dial that failed, and
-// ErrNotRun are known outcomes: nothing was done.
+// did not answer in time), whatever later attempts met: its outcome is
+// unknown. A reply from Redis to the only attempt that may have acted
+// (even an error: the scripts fail before they write), a dial that failed,
+// and ErrNotRun are known outcomes: nothing was done.
 func unsettled(err error) bool {
-	var rerr redis.Error
-	return err != nil && mayHaveRun(err) && !errors.Is(err, scripts.ErrNotRun) && !errors.As(err, &rerr)
+	var earlier *earlierTry
+	if errors.As(err, &earlier) {
+		return true // an earlier attempt may have acted, whatever the last one met
+	}
+	return err != nil && mayHaveRun(err) && !isReply(err)
 }
 
 // settleStep settles the run of a guarded step whose outcome is unknown:
@@ -200,9 +203,10 @@ func unsettled(err error) bool {
 // later. It goes first, and until it is done nothing grants to the owners
 // the run may have acted for (their attempts are parked: giveback.go):
 // the actor does not know what Redis has of them. Other owners' steps go
-// on meanwhile. It is tried again until Redis answers, or the guard could
-// expire (giveUpAt); then the outcome stays unknown, and the step's apply
-// gets that.
+// on meanwhile. It is tried again until Redis answers, as long as the
+// guard is sure to live (giveUpAt, which Redis itself holds every settle
+// to: one that arrives later answers scripts.ErrTooLate); then the outcome
+// stays unknown, and the step's apply gets that.
 type settleStep struct {
 	done     *stepDone
 	owners   []string
@@ -211,25 +215,26 @@ type settleStep struct {
 }
 
 func (s *settleStep) start(*lockActor, actor.Context) scriptCall {
-	d := s.done
+	d, giveUpAt := s.done, s.giveUpAt
 	return func(ctx context.Context, _ scripts.Guard) error {
 		g := d.guard
-		g.Settle, g.Spent = true, ""
+		g.Settle, g.Spent, g.Until = true, "", giveUpAt
 		return d.call(ctx, g)
 	}
 }
 
 func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
-	if !settledBy(d.err) && time.Now().Before(s.giveUpAt) && !mutant.On(17) {
+	pause := min(50*time.Millisecond<<(s.tries+1), time.Second)
+	if !settledBy(d.err) && time.Now().Add(pause).Before(s.giveUpAt) && !mutant.On(17) {
 		s.tries++
-		a.runLater(min(50*time.Millisecond<<s.tries, time.Second), s)
+		a.runLater(pause, s)
 		return
 	}
 	for _, o := range s.owners {
 		a.settled(o)
 	}
 	done := *s.done
-	done.tries, done.err = 0, d.err
+	done.tries, done.err = 0, settleAnswer(d.err)
 	if !settledBy(d.err) && !mutant.On(17) {
 		done.err = &unknowable{err: d.err}
 	}
@@ -251,14 +256,15 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 // answers or g could expire. It returns call's outcome (call has written
 // it), scripts.ErrNotRun, or an unknowable error.
 func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.Context, scripts.Guard) error) error {
-	g.Settle, g.Spent = true, ""
-	ctx, cancel := context.WithDeadline(e.callsCtx, first.Add(g.TTL-e.CallTimeout))
+	giveUpAt := first.Add(g.TTL - e.CallTimeout)
+	g.Settle, g.Spent, g.Until = true, "", giveUpAt
+	ctx, cancel := context.WithDeadline(e.callsCtx, giveUpAt)
 	defer cancel()
 	backoff := 50 * time.Millisecond
 	for {
 		err := call(ctx, g)
 		if settledBy(err) {
-			return err
+			return settleAnswer(err)
 		}
 		t := time.NewTimer(backoff)
 		select {
@@ -276,6 +282,18 @@ func (e *runtimeEnv) settle(first time.Time, g scripts.Guard, call func(context.
 // failure, even one that never reached Redis (a refused dial), tells
 // nothing about the run, which may have acted: settling goes on.
 func settledBy(err error) bool { return err == nil || errors.Is(err, scripts.ErrNotRun) }
+
+// settleAnswer is the run's outcome as a settle that got Redis's answer
+// tells it: that answer, final, whatever the settle's own earlier attempts
+// met (the earlier one that may have run could only have read or marked
+// the guard, which the answer reflects). An unsettled error is kept.
+func settleAnswer(err error) error {
+	var earlier *earlierTry
+	if settledBy(err) && errors.As(err, &earlier) {
+		return earlier.err
+	}
+	return err
+}
 
 // unknowable is the outcome of a run that could not be settled: Redis did
 // not answer for as long as the run's guard is sure to live. Whatever the
@@ -493,6 +511,7 @@ type undoStep struct {
 	write    bool
 	holds    int64 // 0 means 1
 	ifCount  int64
+	token    int64         // the fencing counter as it must still read (0: not checked)
 	keep     time.Duration // fair: the owner keeps its place at the head that long (0: no)
 	giveUpAt time.Time
 
@@ -505,8 +524,11 @@ func (s *undoStep) lease(*lockActor) time.Duration { return max(time.Until(s.giv
 
 func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
 	args := releaseArgs{
-		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount},
+		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount, IfToken: s.token},
 		write:      s.write, keep: s.keep,
+	}
+	if mutant.On(21) {
+		args.IfToken = 0
 	}
 	env, fam := a.env, a.fam
 	return func(ctx context.Context, g scripts.Guard) (err error) {

@@ -312,7 +312,7 @@ func (c *psConn) stop() {
 	c.mu.Unlock()
 }
 
-func (c *psConn) emit(ev any) { c.env.System.Root.Send(c.router, ev) }
+func (c *psConn) emit(ev any) { c.env.deliver(c.router, ev) }
 
 func (c *psConn) writeLoop() {
 	defer c.env.calls.Done()

@@ -78,7 +78,7 @@ func (c *shardedConn) stop() {
 	}
 }
 
-func (c *shardedConn) emit(ev any) { c.env.System.Root.Send(c.router, ev) }
+func (c *shardedConn) emit(ev any) { c.env.deliver(c.router, ev) }
 
 func (c *shardedConn) writeLoop() {
 	defer c.env.calls.Done()

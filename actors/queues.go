@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
 
 	"github.com/actorlock/actorlock/internal/sentinel"
 )
@@ -213,14 +214,14 @@ func (a *queueActor) popped(ctx actor.Context, pc *popCall) {
 	}
 }
 
-// giveBack returns an item nobody takes to the head of its list, on a call
-// of its own that closing does not cut short (Close waits for it).
-func giveBack(ctx context.Context, env *runtimeEnv, name string, v []byte) {
-	reqID := env.NewRequestID()
+// giveBack returns an item nobody takes to the head of its list, carried
+// through until it is back (runtimeEnv.carryThrough).
+func giveBack(_ context.Context, env *runtimeEnv, name string, v []byte) {
 	env.goCall(nil, func(context.Context) any {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
-		defer cancel()
-		if err := env.giveBack(ctx, name, v, env.guard(reqID)); err != nil {
+		err := env.carryThrough(func(ctx context.Context, g scripts.Guard) error {
+			return scripts.GiveBack(ctx, env.batched, name, v, g)
+		})
+		if err != nil {
 			env.Log.Error("actorlock: could not give back an item nobody took", "queue", name, "error", err)
 		}
 		return nil

@@ -237,7 +237,10 @@ func (a *semaphoreActor) attempt(op *semOp) {
 	env, name, self, r := a.env, a.key.Name, a.self, op.req
 	expirable := a.expirable
 	env.goCall(nil, func(ctx context.Context) any {
-		var d semDone
+		var (
+			d      semDone
+			settle func() bool // settles a plain acquisition whose outcome is unknown: whether it took
+		)
 		if expirable {
 			// Idempotent by its permit ids, chosen once per request.
 			d.err = retryUnknown(ctx, func(ctx context.Context, _ int) (err error) {
@@ -246,61 +249,70 @@ func (a *semaphoreActor) attempt(op *semOp) {
 				return err
 			})
 		} else {
-			d.acquired, d.err = env.acquirePermits(ctx, name, r.n)
+			d.acquired, settle, d.err = env.acquirePermits(ctx, name, r.n)
 		}
 		op.mu.Lock()
 		if op.abandoned {
 			op.mu.Unlock()
-			if d.acquired {
+			if d.acquired || settle != nil && settle() {
 				undoAcquire(env, name, expirable, r)
 			}
 			return nil
 		}
 		op.res, op.delivered = d, true
 		op.mu.Unlock()
-		env.System.Root.Send(self, &semAttempted{op: op})
+		env.deliver(self, &semAttempted{op: op})
+		if settle != nil && settle() {
+			// Its requester was told it failed: the permits go back.
+			undoAcquire(env, name, expirable, r)
+		}
 		return nil
 	})
 }
 
 // acquirePermits takes n permits of semaphore name, as one request under a
-// guard of its own, and settles it when its outcome stays unknown (its
-// replies were lost, or came after the call timeout): what it reports is
-// what Redis did, so that permits it took reach their requester or go back,
-// never lost. Only if Redis does not answer the settling either, for as
-// long as the guard is sure to live, is the outcome unknowable (an error
-// for which mayHaveRun holds).
-func (e *runtimeEnv) acquirePermits(ctx context.Context, name string, n int64) (taken bool, err error) {
+// guard of its own. When its outcome stays unknown (its replies were lost,
+// or came after the call timeout), it reports the error now, the call
+// timeout bounding its caller, and returns settle, which settles it (on the
+// same goroutine, later): whether it took the permits, which then must go
+// back, so that none is lost. Only if Redis does not answer the settling
+// either, for as long as the guard is sure to live, is that beyond knowing
+// (logged).
+func (e *runtimeEnv) acquirePermits(ctx context.Context, name string, n int64) (taken bool, settle func() bool, err error) {
 	g := e.guard(e.NewRequestID())
 	first := time.Now()
 	call := func(ctx context.Context, g scripts.Guard) (err error) {
 		taken, _, err = scripts.AcquirePermits(ctx, e.batched, name, n, g)
 		return err
 	}
-	err = retryUnknown(ctx, func(ctx context.Context, _ int) error { return call(ctx, g) })
-	if unsettled(err) && !mutant.On(16) {
-		err = e.settle(first, g, call)
+	err = retryGuarded(ctx, g, 19, call)
+	if !unsettled(err) || mutant.On(16) {
+		return taken, nil, err
 	}
-	if errors.Is(err, scripts.ErrNotRun) {
-		return false, nil // settled: it took nothing, and never will
-	}
-	return taken, err
+	return false, func() bool {
+		err := e.settle(first, g, call)
+		if err != nil && !errors.Is(err, scripts.ErrNotRun) {
+			e.Log.Error("actorlock: a semaphore acquisition's outcome could not be learnt; its permits may be lost", "semaphore", name, "permits", n, "error", err)
+		}
+		return err == nil && taken
+	}, err
 }
 
 // undoAcquire gives back what request r took and nobody will have: its
-// permit ids, or its n permits, as a request of its own.
+// permit ids, or its n permits, carried through until they are back
+// (runtimeEnv.carryThrough).
 func undoAcquire(env *runtimeEnv, name string, expirable bool, r *semReq) {
-	env.goCall(nil, func(ctx context.Context) any {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), env.CallTimeout)
-		defer cancel()
-		g := env.guard(env.NewRequestID())
-		if expirable {
-			if err := env.releasePermit(ctx, name, r.permitIDs, g); err != nil && !isPermitExpired(err) {
-				env.Log.Error("actorlock: could not give back a permit nobody took", "semaphore", name, "error", err)
+	env.goCall(nil, func(context.Context) any {
+		err := env.carryThrough(func(ctx context.Context, g scripts.Guard) error {
+			if expirable {
+				// Ids not held (expired and reclaimed) release nothing.
+				_, err := scripts.ReleaseExpirablePermits(ctx, env.batched, name, r.permitIDs, g)
+				return err
 			}
-			return nil
-		}
-		if err := env.releasePermits(ctx, name, r.n, g); err != nil {
+			_, err := scripts.AddPermits(ctx, env.batched, name, r.n, g)
+			return err
+		})
+		if err != nil {
 			env.Log.Error("actorlock: could not give back permits nobody took", "semaphore", name, "error", err)
 		}
 		return nil
@@ -318,14 +330,11 @@ func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
 	r := op.req
 	switch {
 	case d.err != nil:
-		switch {
-		case a.expirable && mayHaveRun(d.err):
+		if a.expirable && mayHaveRun(d.err) {
 			undoAcquire(a.env, a.key.Name, a.expirable, r) // ids not taken release nothing
-		case mayHaveRun(d.err):
-			// Settling found no answer either: whether the permits were
-			// taken is beyond knowing.
-			a.env.Log.Error("actorlock: a semaphore acquisition's outcome could not be learnt; its permits may be lost", "semaphore", a.key.Name, "permits", r.n, "error", d.err)
 		}
+		// A plain acquisition's unknown outcome is settled by its goroutine
+		// (acquirePermits), which gives back what it took.
 		if !r.answered {
 			a.answer(ctx, r, SemResult{Err: sentinel.Op("acquire", a.key.Name, d.err)})
 		}
@@ -362,10 +371,10 @@ func (a *semaphoreActor) syncSubscription(ctx actor.Context) {
 	switch {
 	case a.contended && !a.subscribed:
 		a.subscribed = true
-		ctx.Send(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &subscribe{Topic: a.topic, Subscriber: a.self})
 	case !a.contended && a.subscribed:
 		a.subscribed = false
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 	}
 }
 
@@ -442,6 +451,6 @@ func (a *semaphoreActor) stop(ctx actor.Context) {
 	a.inflight, a.ops = nil, nil
 	if a.subscribed {
 		a.subscribed = false
-		ctx.Send(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
+		a.env.deliver(a.env.router, &unsubscribe{Topic: a.topic, Subscriber: a.self})
 	}
 }

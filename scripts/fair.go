@@ -23,7 +23,7 @@ var (
 	fairRefreshLua string
 
 	fairAcquire     = newScript(guardLua, reentrantLua, fairLua, fairAcquireLua)
-	fairUnlock      = newScript(guardLua, reentrantLua, fairLua, fairUnlockLua)
+	fairUnlock      = newScript(guardLua, releaseLua, reentrantLua, fairLua, fairUnlockLua)
 	fairLeave       = newScript(guardLua, fairLua, fairLeaveLua)
 	fairForceUnlock = newScript(fairForceUnlockLua)
 	fairRefresh     = newScript(fairLua, fairRefreshLua)
@@ -70,7 +70,8 @@ type FairUnlock struct {
 func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs, g Guard) (FairUnlock, error) {
 	v, err := guardedInts(ctx, c, fairUnlock, g, a.Name,
 		[]string{a.Name, FairQueueKey(a.Name), FairTimeoutKey(a.Name), TokenKey(a.Name)},
-		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL), optMs(a.KeepPlace))
+		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount), a.Next.Owner, ms(a.Next.Lease), ms(a.Next.TokenTTL), optMs(a.KeepPlace),
+		optToken(a.IfToken))
 	if err != nil {
 		return FairUnlock{}, err
 	}

@@ -1,6 +1,6 @@
 -- Release holds of a fair lock; when the lock becomes free, hand it to the
 -- queue's head if that is the given local waiter, else tell the head on its
--- own channel (after guard.lua, reentrant.lua and fair.lua).
+-- own channel (after guard.lua, release.lua, reentrant.lua and fair.lua).
 -- KEYS[1] lock HASH <name>
 -- KEYS[2] queue redisson_lock_queue:{name}
 -- KEYS[3] timeouts redisson_lock_timeout:{name}
@@ -17,24 +17,19 @@
 -- ARGV[8] "" or a wait ms: the release gives back a grant its waiter could
 --         not use (it came back too late), and the owner keeps the place at
 --         the head of the queue that the grant took, for that long
--- ARGV[9..11] the guard's (guard.lua)
+-- ARGV[9] "" or a fencing token: act only if the counter still holds it
+--         (release.lua)
+-- ARGV[10..12] the guard's (guard.lua)
 -- Returns {1, heard} released (heard: clients that received the message),
 -- {1, 0, holdCount, token, fresh} released and granted to ARGV[5], {0} still held,
--- {-1} not the owner, {-2} count differs from ARGV[4] (nothing done).
+-- {-1} not the owner, {-2} count or token differs from ARGV[4], ARGV[9]
+-- (nothing done).
 return guarded(function()
   local now = now_ms()
   prune(KEYS[2], KEYS[3], now)
-  local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-  if count == 0 then
-    return {-1}
-  end
-  local expect = tonumber(ARGV[4])
-  if expect and count ~= expect then
-    return {-2}
-  end
-  if count > tonumber(ARGV[2]) then
-    redis.call('hincrby', KEYS[1], ARGV[1], -tonumber(ARGV[2]))
-    return {0}
+  local released = release_holds(KEYS[1], ARGV[1], ARGV[2], ARGV[4], KEYS[4], ARGV[9])
+  if released ~= 1 then
+    return {released}
   end
   redis.call('del', KEYS[1])
   local keep = tonumber(ARGV[8])

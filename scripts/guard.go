@@ -43,7 +43,17 @@ type Guard struct {
 	// Settle: do not act; report what an attempt did, or mark the request
 	// so that no attempt acts later (then ErrNotRun).
 	Settle bool
+	// Until, when set, is the local time after which the call must not act
+	// (settle included: a mark written after the guard may have expired
+	// would pass a request that acted for one that did not); it replaces
+	// the ctx deadline and Clock.Slack. Redis refuses a call that arrives
+	// later with ErrTooLate.
+	Until time.Time
 }
+
+// ErrTooLate: a settle arrived after its Guard.Until, when the guard may
+// have expired: what the request did can no longer be told.
+var ErrTooLate error = sentinel.Error("actorlock: too late to tell what the request did")
 
 // keys and args append the guard's keys and arguments to a script's own.
 func (g Guard) keys(name string, keys ...string) []string {
@@ -55,13 +65,20 @@ func (g Guard) keys(name string, keys ...string) []string {
 }
 
 func (g Guard) args(ctx context.Context, args ...any) []any {
-	return append(args, ms(g.TTL), g.Clock.notAfter(ctx), flag(g.Settle))
+	notAfter := g.Clock.notAfter(ctx)
+	if !g.Until.IsZero() {
+		notAfter = g.Clock.serverTime(g.Until)
+	}
+	return append(args, ms(g.TTL), notAfter, flag(g.Settle))
 }
 
 // guardedInts runs s under g and returns its integer reply, without the
 // server clock every guarded reply ends with (which Clock learns from), or
 // ErrNotRun. It is never retried: its caller retries it with the same g.
 func guardedInts(ctx context.Context, c Client, s script, g Guard, name string, keys []string, args ...any) ([]int64, error) {
+	if err := g.Clock.learn(ctx, c); err != nil {
+		return nil, err
+	}
 	res, err := s.evalOnce(ctx, c, g.keys(name, keys...), g.args(ctx, args...)...)
 	if err != nil {
 		return nil, err
@@ -72,7 +89,10 @@ func guardedInts(ctx context.Context, c Client, s script, g Guard, name string, 
 	}
 	g.Clock.observe(v[len(v)-1], time.Now())
 	v = v[:len(v)-1]
-	if v[0] == notRunReply || v[0] == lateReply {
+	switch {
+	case v[0] == lateReply && g.Settle:
+		return nil, ErrTooLate
+	case v[0] == notRunReply || v[0] == lateReply:
 		return nil, ErrNotRun
 	}
 	return v, nil
@@ -127,6 +147,30 @@ func (c *Clock) observe(serverUs int64, local time.Time) {
 
 const clockRefresh = 5 * time.Second
 
+// learn reads the server's clock (TIME) if nothing was learnt yet, so that
+// a runtime's very first guarded calls carry a deadline too: without one,
+// an attempt held back longer than its guard lives could act again. Its
+// failure fails the call, which never left.
+func (c *Clock) learn(ctx context.Context, rdb Client) error {
+	if c == nil || c.Known() {
+		return nil
+	}
+	// Once per runtime, not part of the call that happens to come first:
+	// outside its trace, within its deadline.
+	lctx := context.Background()
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		lctx, cancel = context.WithDeadline(lctx, d)
+		defer cancel()
+	}
+	cmd := redis.NewTimeCmd(lctx, "time")
+	if err := rdb.Process(lctx, cmd); err != nil {
+		return fmt.Errorf("%w: reading the server's clock first: %w", ErrNotRun, err)
+	}
+	c.observe(cmd.Val().UnixMicro(), time.Now())
+	return nil
+}
+
 // notAfter is the server time after which an attempt of a call bounded by
 // ctx must not act, or "" when either is unknown.
 func (c *Clock) notAfter(ctx context.Context) string {
@@ -138,6 +182,15 @@ func (c *Clock) notAfter(ctx context.Context) string {
 		return ""
 	}
 	return strconv.FormatInt(deadline.UnixMicro()+c.offset.Load()+c.Slack.Microseconds(), 10)
+}
+
+// serverTime is local time t in the server's clock (µs), "" when the clock
+// is unknown.
+func (c *Clock) serverTime(t time.Time) string {
+	if c == nil || c.at.Load() == 0 {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMicro()+c.offset.Load(), 10)
 }
 
 // Known reports whether the clock has learnt the server's time.

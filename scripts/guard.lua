@@ -12,9 +12,11 @@
 --     server's clock) does nothing: the caller has stopped waiting for it;
 --   - settling a request (ARGV settle = "1") tells its caller what it did:
 --     the recorded reply, or, when no attempt acted, {-8}, after marking the
---     guard so that none acts later. The guard lives (ARGV ttl) longer than
---     any attempt of the request can act, so a mark or a reply is never
---     forgotten while an attempt could still arrive.
+--     guard so that none acts later; a settle that arrives after its own
+--     deadline (before which the guard is sure to live) answers {-9}
+--     instead. The guard lives (ARGV ttl) longer than any attempt of the
+--     request can act, so a mark or a reply is never forgotten while an
+--     attempt could still arrive.
 -- KEYS[#KEYS]     the guard
 -- KEYS[#KEYS - 1] the guard of an earlier request that the caller knows no
 --                 attempt of can still arrive (to delete), or the guard
@@ -56,11 +58,13 @@ local function guarded(body)
   local prior = redis.call('get', guard)
   if prior then
     reply = guard_decode(prior)
+  elseif not_after and now > not_after then
+    -- Too late to act, or, settling, to mark: the guard may have expired
+    -- meanwhile, and an attempt that acted would pass for none.
+    reply = {LATE}
   elseif ARGV[#ARGV] == '1' then
     redis.call('set', guard, 'x', 'px', ttl)
     reply = {NOT_RUN}
-  elseif not_after and now > not_after then
-    reply = {LATE}
   else
     reply = body()
     if reply.err then

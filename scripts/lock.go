@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,6 +16,8 @@ import (
 var (
 	//go:embed reentrant.lua
 	reentrantLua string
+	//go:embed release.lua
+	releaseLua string
 	//go:embed lock_acquire.lua
 	lockAcquireLua string
 	//go:embed lock_unlock.lua
@@ -27,7 +30,7 @@ var (
 	lockRenewLua string
 
 	lockAcquire     = newScript(guardLua, reentrantLua, lockAcquireLua)
-	lockUnlock      = newScript(guardLua, lockUnlockLua)
+	lockUnlock      = newScript(guardLua, releaseLua, lockUnlockLua)
 	lockHandoff     = newScript(guardLua, reentrantLua, lockHandoffLua)
 	lockForceUnlock = newScript(lockForceUnlockLua)
 	lockRenew       = newScript(lockRenewLua)
@@ -126,6 +129,9 @@ type UnlockArgs struct {
 	Holds int64 // holds to release: 1, or the owner's whole count
 	// IfCount, when >= 0, releases only if the owner's count equals it.
 	IfCount int64
+	// IfToken, when positive, releases only if the fencing counter still
+	// holds it (no grant since; the exclusive kinds only).
+	IfToken int64
 }
 
 // Unlock is the outcome of UnlockLock.
@@ -138,8 +144,8 @@ type Unlock struct {
 
 // UnlockLock releases holds of the reentrant lock in one round trip.
 func UnlockLock(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, error) {
-	return unlockScript(ctx, c, lockUnlock, g, a.Name, []string{a.Name},
-		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount))
+	return unlockScript(ctx, c, lockUnlock, g, a.Name, []string{a.Name, TokenKey(a.Name)},
+		a.Owner, a.Holds, LockChannel(a.Name), optCount(a.IfCount), optToken(a.IfToken))
 }
 
 // HandoffArgs describes releasing one owner's last hold and granting the next.
@@ -227,6 +233,14 @@ func RenewResult(cmd *redis.Cmd, n int) ([]bool, error) {
 		out[i] = x == 1
 	}
 	return out, nil
+}
+
+// optToken renders an optional fencing token: "" when not positive.
+func optToken(t int64) string {
+	if t <= 0 {
+		return ""
+	}
+	return strconv.FormatInt(t, 10)
 }
 
 // unlockScript runs an unlock script under g, never retried, and reads its

@@ -25,7 +25,7 @@ var (
 	rwReadAcquire  = newScript(guardLua, reentrantLua, rwReadAcquireLua)
 	rwWriteAcquire = newScript(guardLua, reentrantLua, rwWriteAcquireLua)
 	rwReadUnlock   = newScript(guardLua, rwReadUnlockLua)
-	rwWriteUnlock  = newScript(guardLua, rwWriteUnlockLua)
+	rwWriteUnlock  = newScript(guardLua, releaseLua, rwWriteUnlockLua)
 	rwRenew        = newScript(rwRenewLua)
 	rwForceUnlock  = newScript(rwForceUnlockLua)
 )
@@ -51,8 +51,8 @@ func UnlockRead(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, e
 // UnlockWrite releases write holds; Released means the lock became free
 // (not when the writer still reads: a downgrade).
 func UnlockWrite(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, error) {
-	return unlockScript(ctx, c, rwWriteUnlock, g, a.Name, []string{a.Name},
-		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), optCount(a.IfCount))
+	return unlockScript(ctx, c, rwWriteUnlock, g, a.Name, []string{a.Name, TokenKey(a.Name)},
+		RWWriteField(a.Owner), a.Holds, RWChannel(a.Name), optCount(a.IfCount), optToken(a.IfToken))
 }
 
 // ForceUnlockRW deletes the read-write lock if it is held in the given

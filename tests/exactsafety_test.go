@@ -601,3 +601,40 @@ func TestGiveBackReleasesOnlyItsOwnHolds(t *testing.T) {
 	assert.Equal(t, "1", rdb.HGet(ctx, name, owner).Val(), "runtime 1's hold is left in Redis")
 	require.NoError(t, h1.Unlock(ctx))
 }
+
+// Finding Z: a give-back retried past the end of the hold it gives back
+// must not release a fresh hold of the same WithOwner id (a restarted
+// process keeps its owner id), taken through another runtime meanwhile:
+// Redis counts that one hold too, so only the fencing counter tells them
+// apart. Runtime 1's first attempt reaches Redis 1.3 s late, after its
+// caller stopped waiting: the grant (1 s lease) is given back, and every
+// try of the give-back is refused until the grant expired and runtime 2
+// took the lock afresh; then a try gets through. (The settles of the
+// refused tries answer that none ran: the give-back must go on, not be
+// dropped as if its outcome were unknown.)
+func TestLateGiveBackSparesAFreshHoldOfItsOwnerID(t *testing.T) {
+	t.Parallel()
+	p, direct, rt1 := proxied(t, actorlock.WithCallTimeout(2*time.Second))
+	rt2 := newRuntime(t, direct)
+	ctx := ctxFor(t, 30*time.Second)
+	const name, owner = "late-giveback-fresh", "owner-restarted"
+	late := p.on(1, holdCommand, 1300*time.Millisecond, func(c respCommand) bool { return isAcquireOn(c, name, owner) })
+	var open atomic.Bool
+	p.on(1000, refuse, 0, func(c respCommand) bool { return !open.Load() && isRelease(c, name, owner, true) })
+	_, err := rt1.Lock(name, actorlock.WithOwner(owner)).Acquire(ctx, actorlock.LeaseTime(time.Second), actorlock.WaitTime(500*time.Millisecond))
+	require.ErrorIs(t, err, actorlock.ErrNotAcquired, "the caller stopped waiting before its first attempt ran")
+	await(t, late.ran, 3*time.Second, "the late first attempt, granted by Redis")
+	require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 3*time.Second, 5*time.Millisecond,
+		"the late grant expires at its lease while its give-back is refused")
+	h2, err := rt2.Lock(name, actorlock.WithOwner(owner)).Acquire(ctx)
+	require.NoError(t, err, "runtime 2 once the late grant expired")
+	require.Equal(t, "1", direct.HGet(ctx, name, owner).Val(), "a fresh hold, not a re-entry of the late grant")
+	tries := p.on(1, delayReply, 0, func(c respCommand) bool { return isRelease(c, name, owner, true) && !settling(c) })
+	open.Store(true)
+	await(t, tries.ran, 5*time.Second, "a try of runtime 1's give-back, run by Redis")
+	time.Sleep(200 * time.Millisecond) // its settle, if any
+	require.NoError(t, h2.Err(), "runtime 2's hold is held")
+	assert.Equal(t, "1", direct.HGet(ctx, name, owner).Val(), "runtime 2's hold is left in Redis")
+	require.NoError(t, h2.Unlock(ctx))
+	emptied(t, ctx, direct, name, "runtime 2's Unlock frees the lock")
+}

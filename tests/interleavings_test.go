@@ -252,7 +252,7 @@ func TestAbandonedReleaseIsCarriedThrough(t *testing.T) {
 		require.NoError(t, err)
 		refused := p.on(4, refuse, 0, func(c respCommand) bool {
 			keys, argv, ok := c.script()
-			return ok && keys[0] == "ml:a" && len(keys) == 3 && argv[3] == "" // lock_unlock, not a give-back
+			return ok && keys[0] == "ml:a" && len(keys) == 4 && argv[3] == "" // lock_unlock, not a give-back
 		})
 		_, err = actorlock.MultiLock(rt.Lock("ml:a"), rt.Lock("ml:b")).TryAcquire(ctx)
 		require.ErrorIs(t, err, actorlock.ErrNotAcquired)

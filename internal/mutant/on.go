@@ -28,6 +28,9 @@ var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
 // (issue 33 B), 17 settling that ends on a refused attempt (finding Y),
 // 18 a delayed offer's retries under guards of their own (issue 33 A), 19
 // the other direct calls' retries likewise (issue 33 D), 20 a pop whose
-// reply was lost does not give its item back (issue 33 C). Mutant 3 (a retried unlock misjudged) is, since the
-// guard, an unknown release outcome taken for one that never ran.
+// reply was lost does not give its item back (issue 33 C), 21 a give-back
+// that checks the owner's count only, not the fencing counter, so a
+// retry that lands after the hold expired releases a fresh hold of the
+// same WithOwner id (finding Z). Mutant 3 (a retried unlock misjudged) is,
+// since the guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active == n }

@@ -431,8 +431,8 @@ func (m *model) closingBefore(slot, gen int, t time.Time) bool {
 }
 
 // drift is the runtime's drift allowance for a lease: max(1 % + 2 ms,
-// 25 ms), at most a quarter of the lease (docs/guarantees.md, "Loss is
-// reported").
+// 25 ms), at most a quarter of the lease (docs/guarantees.md,
+// "Loss is reported").
 func drift(lease time.Duration) time.Duration {
 	return min(max(lease/100+2*time.Millisecond, 25*time.Millisecond), lease/4)
 }
