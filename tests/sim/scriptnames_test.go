@@ -81,11 +81,11 @@ func scriptName(sha string) string {
 	return "sha:" + sha[:8]
 }
 
-// TestScriptPartsNameEveryScript: every file of package scripts is a
+// TestEveryScriptIsNamed: every file of package scripts is a
 // script scriptParts names or a prelude one of them joins, and every part
 // named exists, so that a script added or recomposed (scripts/*.go) is not
 // shown by its SHA alone.
-func TestScriptPartsNameEveryScript(t *testing.T) {
+func TestEveryScriptIsNamed(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "scripts", "*.lua"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts/*.lua: %v", err)
