@@ -110,14 +110,24 @@ type scriptCall struct {
 
 func scriptCallOf(c redis.Cmder) (scriptCall, bool) {
 	args := c.Args()
-	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") {
+	if len(args) < 3 {
+		return scriptCall{}, false
+	}
+	sha := fmt.Sprint(args[1])
+	switch cmd := fmt.Sprint(args[0]); {
+	case strings.EqualFold(cmd, "evalsha"):
+	case strings.EqualFold(cmd, "eval"):
+		// go-redis's fallback on NOSCRIPT (a fresh or restarted server):
+		// the same script, its body sent whole.
+		sha = bodySHA(sha)
+	default:
 		return scriptCall{}, false
 	}
 	nkeys, err := strconv.Atoi(fmt.Sprint(args[2]))
 	if err != nil || 3+nkeys > len(args) {
 		return scriptCall{}, false
 	}
-	sc := scriptCall{script: scriptName(fmt.Sprint(args[1]))}
+	sc := scriptCall{script: scriptName(sha)}
 	for i, a := range args[3:] {
 		if i < nkeys {
 			sc.keys = append(sc.keys, fmt.Sprint(a))
@@ -371,6 +381,8 @@ func (f *faults) namesOf(cmds ...redis.Cmder) ([]string, string) {
 			}
 			if j == 1 && len(s) == 40 {
 				s = scriptName(s)
+			} else if j == 1 && strings.EqualFold(fmt.Sprint(c.Args()[0]), "eval") {
+				s = scriptName(bodySHA(s))
 			}
 			s = strings.Map(func(r rune) rune {
 				if r < 0x20 || r == utf8.RuneError {

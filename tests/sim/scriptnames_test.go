@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // scriptParts are the scripts of package scripts, each with the files it
@@ -74,6 +77,12 @@ var scriptSHAs = sync.OnceValue(func() map[string]string {
 	return out
 })
 
+// bodySHA is the SHA1 EVALSHA would carry for the script body of an EVAL.
+func bodySHA(body string) string {
+	sum := sha1.Sum([]byte(body))
+	return hex.EncodeToString(sum[:])
+}
+
 func scriptName(sha string) string {
 	if n, ok := scriptSHAs()[sha]; ok {
 		return n
@@ -109,6 +118,20 @@ func TestEveryScriptIsNamed(t *testing.T) {
 	}
 	if got := len(scriptSHAs()); got != len(scriptParts) {
 		t.Errorf("%d of %d scripts have a SHA", got, len(scriptParts))
+	}
+	// A script sent whole (EVAL, go-redis's fallback on NOSCRIPT) is
+	// named as by its SHA (EVALSHA).
+	for name, ps := range scriptParts {
+		body := "local PUBLISH = 'publish'\n"
+		for _, p := range ps {
+			b, _ := os.ReadFile(filepath.Join("..", "..", "scripts", p+".lua"))
+			body += string(b)
+		}
+		for _, c := range []redis.Cmder{redis.NewCmd(context.Background(), "evalsha", bodySHA(body), 1, "k", "a"), redis.NewCmd(context.Background(), "eval", body, 1, "k", "a")} {
+			if sc, ok := scriptCallOf(c); !ok || sc.script != name || !slices.Equal(sc.keys, []string{"k"}) || !slices.Equal(sc.argv, []string{"a"}) {
+				t.Errorf("%s: %s is read as %+v", name, c.Name(), sc)
+			}
+		}
 	}
 	// The parts in newScript's order, read from scripts/*.go: each
 	// //go:embed names the file of the variable under it.

@@ -697,9 +697,21 @@ func (wk *worker) group(what, owner string, names []*nameState, slots, gens []in
 	ctx, cancel := context.WithTimeout(context.Background(), ctxTimeout)
 	defer cancel()
 	// A group waits for each member in turn, each bounded by what is
-	// left, and releases what it took when one fails.
+	// left, and releases what it took when one fails. A member whose ctx
+	// ended is answered as a single acquisition is (acquire: its grant
+	// given back first, up to a call timeout; a fair one's leave, up to
+	// another), and the failed round's release of the members it took
+	// waits for them (unlockAll, up to a call timeout more).
+	callT := wk.w.cfg.callTimeout
+	bound += 2 * callT
+	for _, n := range names {
+		if n.kind == kFair {
+			bound += callT
+			break
+		}
+	}
 	asked := time.Now()
-	id := m.begin(wk.id, what+" "+names[0].name, names[0].name, bound+wk.w.cfg.callTimeout+wk.w.cfg.tol)
+	id := m.begin(wk.id, what+" "+names[0].name, names[0].name, bound+wk.w.cfg.tol)
 	g, err := acquire(ctx, try, opts)
 	m.end(id)
 	m.mu.Lock()
