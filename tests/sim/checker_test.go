@@ -43,6 +43,16 @@ func (m *model) sweep(ctx context.Context) {
 		}
 		epochs[i] = e
 	}
+	// Each live hold's validity, read before Redis is (heldInRedis).
+	valid := map[*hold]time.Time{}
+	for _, n := range m.list {
+		for _, h := range n.holds {
+			if h.live() {
+				valid[h] = h.h.ValidUntil()
+			}
+		}
+	}
+	m.promotePending()
 	m.mu.Unlock()
 	t0 := time.Now()
 	pipe := w.admin.Pipeline()
@@ -52,16 +62,20 @@ func (m *model) sweep(ctx context.Context) {
 	}
 	_, err := pipe.Exec(ctx)
 	redisOK := err == nil
+	t1 := time.Now()
 	listed := w.listHeld()
 	now := time.Now()
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	byName := make(map[string]map[string]string, len(m.list))
 	for i, n := range m.list {
 		var fields map[string]string
 		if redisOK {
 			fields = cmds[i].Val()
+			byName[n.name] = fields
 			m.checkRedisExclusion(n, fields)
+			m.heldInRedis(n, fields, valid, t1)
 		}
 		if redisOK {
 			n.free = append(n.free, sample{t0, len(fields) == 0})
@@ -75,10 +89,13 @@ func (m *model) sweep(ctx context.Context) {
 		}
 		m.sweepExclusion(n)
 	}
+	if redisOK {
+		m.checkRounds(byName, listed, now)
+	}
 	m.checkListed(listed, now)
 	for _, r := range m.reqs {
 		if now.Sub(r.start) > r.bound {
-			m.fail("every request is answered in time", m.names[r.name], nil,
+			m.fail("every request is answered in time", m.historyOf(r.name), nil,
 				"%s by worker %d started %.3fs ago, bound %v, no answer yet", r.what, r.worker, now.Sub(r.start).Seconds(), r.bound)
 		}
 	}
@@ -251,8 +268,8 @@ func believed(n *nameState, field string) (count int, ok bool) {
 func (m *model) checkCounts(n *nameState, fields map[string]string, epochs map[string]uint64, t0 time.Time) {
 	seen := map[string]bool{}
 	judge := func(f string) {
-		if seen[f] {
-			return
+		if seen[f] || m.failedOwners[f] {
+			return // a failed round's: checkRounds judges it
 		}
 		seen[f] = true
 		if n.inFlight[f] > 0 || epochs[f] != n.epoch[f] {
@@ -369,6 +386,48 @@ func (m *model) judgePair(n *nameState, a, b *hold) {
 		"token %d was granted at %s while token %d (granted %s, lease %v, Done closed: %v, Err %v) was valid until %s, %v later%s",
 		b.h.Token(), at.Format("15:04:05.000000"), a.h.Token(), a.granted().Format("15:04:05.000000"), a.lease, doneNow(a), a.h.Err(),
 		until.Format("15:04:05.000000"), until.Sub(at), shaped(d))
+}
+
+// invHeldInRedis is the exact mutual-exclusion check's second form.
+const invHeldInRedis = "mutual exclusion (exact): a hold is held in Redis while it is valid (Held.ValidUntil), so that no other owner can be granted it"
+
+// heldInRedis is the exact mutual-exclusion check without a contender: a
+// hold that was valid through a read of Redis (its validity, read before,
+// ran past the read's end, and it had not ended after) was held there by
+// its owner at that moment, else another owner could have been granted it
+// then. The same excuses as judgePair: its Unlock (or its runtime's
+// Close) called before the read ended, a fault docs/guarantees.md calls
+// unsafe; and, as checkLoss, a read hold whose owner released part of the
+// name meanwhile (its validity then follows the read-hold keys left, and
+// may move back). fields: n's hash as the sweep read it, ending at t1.
+func (m *model) heldInRedis(n *nameState, fields map[string]string, valid map[*hold]time.Time, t1 time.Time) {
+	for _, h := range n.holds {
+		v0, ok := valid[h]
+		if !ok || !v0.After(t1) || h.flagged || !h.live() || doneNow(h) || !h.unlockCalled.IsZero() && h.unlockCalled.Before(t1) {
+			continue
+		}
+		if c, _ := strconv.Atoi(fields[h.field]); c > 0 {
+			continue
+		}
+		if m.unsafeDuring(n, h.granted(), t1) || m.closingBefore(h.slot, h.gen, t1) {
+			continue
+		}
+		if rw, ok := n.rwReleased[h.owner]; ok && n.kind == kRW && !h.write && rw.After(h.since.Add(-m.w.cfg.callTimeout)) {
+			continue
+		}
+		h.flagged = true
+		d := m.shapeOf(n, h)
+		m.failKnown(d, invHeldInRedis, n, []string{h.field},
+			"token %d (granted %s, lease %v, LeaseTime %v) was valid until %s at least, and Redis did not hold it for %s in a read that ended at %s, %v before%s",
+			h.h.Token(), h.granted().Format("15:04:05.000000"), h.lease, h.leased, v0.Format("15:04:05.000000"), h.field, t1.Format("15:04:05.000000"), v0.Sub(t1), shaped(d))
+	}
+}
+
+// closingBefore reports whether the Close of slot's runtime generation gen
+// began before t (m.mu held): Close releases every hold, as Unlock does.
+func (m *model) closingBefore(slot, gen int, t time.Time) bool {
+	at, ok := m.closing[[2]int{slot, gen}]
+	return ok && at.Before(t)
 }
 
 // drift is the runtime's drift allowance for a lease: max(1 % + 2 ms,
@@ -557,6 +616,9 @@ func (m *model) checkListed(listed []listedHold, now time.Time) {
 			}
 			continue
 		}
+		if m.failedOwners[l.h.Owner] {
+			continue // a failed round's: checkRounds judges it
+		}
 		since, was := m.unlisted[k]
 		if !was {
 			m.unlisted[k] = now
@@ -650,4 +712,52 @@ func (m *model) checkStarved(n *nameState, from, to time.Time, worker int) {
 			return
 		}
 	}
+}
+
+// failedRound is a MultiLock or RedLock round that failed, whose members
+// were acquired as owner, an id of the round's own.
+type failedRound struct {
+	what, owner string
+	names       []*nameState
+	slots       []int
+	at          time.Time
+}
+
+// roundFailed registers r for checkRounds (m.mu held).
+func (m *model) roundFailed(r *failedRound) {
+	m.rounds = append(m.rounds, r)
+	if m.failedOwners == nil {
+		m.failedOwners = map[string]bool{}
+	}
+	m.failedOwners[r.owner] = true
+}
+
+// checkRounds: a MultiLock or RedLock round that failed leaves nothing
+// held. Its members were acquired with an owner id of the round's own, so
+// whatever Redis or a runtime's rt.Held() still has of that id is the
+// round's: a member it took and released, or a grant that came back after
+// it gave up (given back when it arrives). Within orphanBound of the
+// failure, the bound every hold no caller has must be gone by, none is
+// left. fields: each lock name's hash, read in this sweep.
+func (m *model) checkRounds(fields map[string]map[string]string, listed []listedHold, now time.Time) {
+	keep := m.rounds[:0]
+	for _, r := range m.rounds {
+		if now.Sub(r.at) <= m.orphanBound() {
+			keep = append(keep, r)
+			continue
+		}
+		for _, n := range r.names {
+			if c := fields[n.name][r.owner]; c != "" {
+				m.fail(invRound, n, []string{r.owner}, "%s round %s failed %.3fs ago (bound %v); Redis still counts %s for it on %s",
+					r.what, r.owner, now.Sub(r.at).Seconds(), m.orphanBound(), c, n.name)
+			}
+		}
+		for _, l := range listed {
+			if l.h.Owner == r.owner {
+				m.fail(invRound, m.names[l.h.Name], []string{r.owner}, "%s round %s failed %.3fs ago (bound %v); runtime %d still lists its hold of %s (token %d)",
+					r.what, r.owner, now.Sub(r.at).Seconds(), m.orphanBound(), l.slot, l.h.Name, l.h.Token)
+			}
+		}
+	}
+	m.rounds = keep
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -41,7 +42,9 @@ const (
 	// fReleaseOutage: a release's first attempt runs and its reply is lost,
 	// then every attempt of that release (same unlock latch) fails before
 	// it is sent, for longer than the call timeout, which is how long its
-	// latch lives (issue 31, defect D's shape).
+	// latch lives (issue 31, defect D's shape). The same for a primitive's
+	// guarded call (issue 33: a semaphore acquisition whose every attempt
+	// and settling fails until after its call timeout, defect B's shape).
 	fReleaseOutage
 	nFaultKinds
 )
@@ -107,14 +110,24 @@ type scriptCall struct {
 
 func scriptCallOf(c redis.Cmder) (scriptCall, bool) {
 	args := c.Args()
-	if len(args) < 3 || !strings.EqualFold(fmt.Sprint(args[0]), "evalsha") {
+	if len(args) < 3 {
+		return scriptCall{}, false
+	}
+	sha := fmt.Sprint(args[1])
+	switch cmd := fmt.Sprint(args[0]); {
+	case strings.EqualFold(cmd, "evalsha"):
+	case strings.EqualFold(cmd, "eval"):
+		// go-redis's fallback on NOSCRIPT (a fresh or restarted server):
+		// the same script, its body sent whole.
+		sha = bodySHA(sha)
+	default:
 		return scriptCall{}, false
 	}
 	nkeys, err := strconv.Atoi(fmt.Sprint(args[2]))
 	if err != nil || 3+nkeys > len(args) {
 		return scriptCall{}, false
 	}
-	sc := scriptCall{script: scriptName(fmt.Sprint(args[1]))}
+	sc := scriptCall{script: scriptName(sha)}
 	for i, a := range args[3:] {
 		if i < nkeys {
 			sc.keys = append(sc.keys, fmt.Sprint(a))
@@ -162,7 +175,7 @@ func (f *faults) unaim(a *aim) {
 func (f *faults) aimed(cmds ...redis.Cmder) (*aim, int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.aims) == 0 || !f.w.faultsOn.Load() {
+	if len(f.aims) == 0 || !f.w.faultsOn.Load() || f.sparesKnown(cmds) {
 		return nil, 0
 	}
 	for i, c := range cmds {
@@ -230,6 +243,8 @@ func (f *faults) watched(cmds []redis.Cmder, run func() error) func() error {
 		if err != nil && !errors.As(err, &reply) && !errors.Is(err, errRefused) {
 			names, desc := f.namesOf(cmds...)
 			f.w.countUnforced(names, fmt.Sprintf("unforced %v on [%s]", err, desc))
+			f.w.holdCalls(cmds, "unforced failure of")
+			f.w.permitCalls(cmds, "unforced failure of")
 		}
 		return err
 	}
@@ -242,6 +257,8 @@ func (f *faults) watched(cmds []redis.Cmder, run func() error) func() error {
 func (f *faults) hitAimed(a *aim, cmds []redis.Cmder, i int, run func() error) error {
 	names, desc := f.namesOf(cmds[i])
 	f.w.countAimed(a.kind, names, fmt.Sprintf("aimed %s %v on [%s]", faultNames[a.kind], a.delay, desc))
+	f.w.holdCalls(cmds, fmt.Sprintf("aimed fault %s %v on", faultNames[a.kind], a.delay))
+	f.w.permitCalls(cmds, fmt.Sprintf("aimed fault %s %v on", faultNames[a.kind], a.delay))
 	if a.early {
 		time.Sleep(a.delay)
 	}
@@ -359,12 +376,20 @@ func (f *faults) namesOf(cmds ...redis.Cmder) ([]string, string) {
 		}
 		for j, a := range c.Args() {
 			s := fmt.Sprint(a)
-			if _, known := f.w.model.names[nameIn(s)]; known {
+			if f.w.model.historyOf(nameIn(s)) != nil {
 				out = append(out, nameIn(s))
 			}
 			if j == 1 && len(s) == 40 {
 				s = scriptName(s)
+			} else if j == 1 && strings.EqualFold(fmt.Sprint(c.Args()[0]), "eval") {
+				s = scriptName(bodySHA(s))
 			}
+			s = strings.Map(func(r rune) rune {
+				if r < 0x20 || r == utf8.RuneError {
+					return '.'
+				}
+				return r
+			}, s)
 			if len(s) > 24 {
 				s = s[:10] + "…" + s[len(s)-10:]
 			}
@@ -397,6 +422,8 @@ func (f *faults) apply(kind int, delay time.Duration, cmds []redis.Cmder, names 
 		return run()
 	}
 	f.w.countFault(kind, names, fmt.Sprintf("%s %v on [%s]", faultNames[kind], delay, desc))
+	f.w.holdCalls(cmds, fmt.Sprintf("fault %s %v on", faultNames[kind], delay))
+	f.w.permitCalls(cmds, fmt.Sprintf("fault %s %v on", faultNames[kind], delay))
 	switch kind {
 	case fLateDup:
 		f.w.sendLater(cmds, names, desc, delay, true)
@@ -441,7 +468,7 @@ func (f *faults) apply(kind int, delay time.Duration, cmds []redis.Cmder, names 
 
 func (f *faults) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if f.w.faultsOn.Load() && f.w.cfg.faultOn(fBeforeSend) {
+		if f.w.faultsOn.Load() && f.w.cfg.refusesDials() {
 			f.mu.Lock()
 			fail := f.rng.Float64() < f.w.cfg.faultRate/4
 			f.mu.Unlock()
@@ -467,6 +494,7 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		f.w.calls.Add(1)
 		cmds := []redis.Cmder{cmd}
 		defer f.renewals.observe(f.w, cmds, time.Now())
+		defer f.w.primCalls(cmds)()
 		run := f.watched(cmds, func() error { return next(ctx, cmd) })
 		if a, _ := f.aimed(cmd); a != nil {
 			return f.hitAimed(a, cmds, 0, run)
@@ -479,6 +507,7 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		kind, delay := f.draw()
+		kind, delay = f.spareKnown(kind, delay, cmds)
 		var names []string
 		var desc string
 		if kind >= 0 {
@@ -492,6 +521,7 @@ func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		f.w.calls.Add(int64(len(cmds)))
 		defer f.renewals.observe(f.w, cmds, time.Now())
+		defer f.w.primCalls(cmds)()
 		run := f.watched(cmds, func() error { return next(ctx, cmds) })
 		if a, i := f.aimed(cmds...); a != nil {
 			return f.hitAimed(a, cmds, i, run)
@@ -506,6 +536,7 @@ func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 			return err
 		}
 		kind, delay := f.draw()
+		kind, delay = f.spareKnown(kind, delay, cmds)
 		var names []string
 		var desc string
 		if kind >= 0 {
@@ -527,7 +558,7 @@ func (f *faults) killConn(pubsub bool) bool {
 	f.mu.Lock()
 	var victims []*faultConn
 	for c := range f.conns {
-		if !pubsub || c.pubsub.Load() {
+		if (!pubsub || c.pubsub.Load()) && !(f.w.cfg.knownPrim(findingS) && c.popping.Load()) {
 			victims = append(victims, c)
 		}
 	}
@@ -556,14 +587,18 @@ type faultConn struct {
 	f      *faults
 	pubsub atomic.Bool
 	closed atomic.Bool
+	// popping: its last write carried a blocking pop (SIM_KNOWN=S).
+	popping atomic.Bool
 }
 
 var subscribe = []byte("subscribe")
 
 func (c *faultConn) Write(p []byte) (int, error) {
-	if !c.pubsub.Load() && bytes.Contains(bytes.ToLower(p), subscribe) {
+	lower := bytes.ToLower(p)
+	if !c.pubsub.Load() && bytes.Contains(lower, subscribe) {
 		c.pubsub.Store(true)
 	}
+	c.popping.Store(bytes.Contains(lower, blmoveCmd))
 	return c.Conn.Write(p)
 }
 
@@ -592,12 +627,20 @@ func (c *faultConn) Close() error {
 	return c.Conn.Close()
 }
 
-// latchOf is the guard key of cmds' release script, if any (scripts.Guard:
-// one per run of a release, which its retries and its settling share;
-// the last key), "" if none.
+// guardedPrimScripts are the primitives' scripts that run under a
+// request's duplicate guard (scripts.Guard, the last key), which every
+// attempt of the request and its settling share.
+var guardedPrimScripts = []string{"queue_offer", "queue_push", "queue_give_back", "queue_delayed_remove",
+	"semaphore_acquire", "semaphore_add", "semaphore_try_set", "semaphore_drain", "semaphore_expirable_release",
+	"latch_try_set", "latch_count_down", "latch_delete"}
+
+// latchOf is the guard key of cmds' release script, or of a primitive's
+// guarded script, if any (scripts.Guard: one per run of a release, one per
+// request of a primitive, which its retries and its settling share; the
+// last key), "" if none.
 func latchOf(cmds []redis.Cmder) string {
 	for _, c := range cmds {
-		if sc, ok := scriptCallOf(c); ok && slices.Contains(unlockScripts, sc.script) {
+		if sc, ok := scriptCallOf(c); ok && (slices.Contains(unlockScripts, sc.script) || slices.Contains(guardedPrimScripts, sc.script)) {
 			if k := arg(sc.keys, len(sc.keys)-1); strings.HasPrefix(k, "actorlock_request:") {
 				return k
 			}
@@ -634,7 +677,7 @@ func (f *faults) outage(cmds []redis.Cmder) error {
 		ok = false
 	}
 	f.mu.Unlock()
-	if !ok || !f.w.faultsOn.Load() {
+	if !ok || !f.w.faultsOn.Load() || f.sparesKnown(cmds) {
 		return nil
 	}
 	names, desc := f.namesOf(cmds...)

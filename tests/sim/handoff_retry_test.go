@@ -29,10 +29,8 @@ func (d *dropReplyOnce) DialHook(next redis.DialHook) redis.DialHook { return ne
 
 func (d *dropReplyOnce) is(cmds []redis.Cmder) bool {
 	for _, c := range cmds {
-		if a := c.Args(); len(a) > 1 && (a[0] == "evalsha" || a[0] == "eval") {
-			if sha, ok := a[1].(string); ok && len(sha) == 40 && scriptName(sha) == d.script {
-				return true
-			}
+		if sc, ok := scriptCallOf(c); ok && sc.script == d.script {
+			return true
 		}
 	}
 	return false

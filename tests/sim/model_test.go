@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,6 +144,8 @@ type nameState struct {
 	// shared: per WithOwner id, when the with-owner-pair op last tried
 	// it through two runtimes at once (shape W, shapeOf).
 	shared map[string]time.Time
+	// prim: the history of a primitive's name (prim_test.go), not a lock.
+	prim bool
 }
 
 type interval struct{ from, to time.Time }
@@ -153,6 +156,15 @@ type sample struct {
 }
 
 const histLen = 160
+
+// historyLines is how many of its owners' events a violation's history
+// shows (SIM_HISTORY, default 30; the ring keeps histLen).
+var historyLines = func() int {
+	if n, err := strconv.Atoi(os.Getenv("SIM_HISTORY")); err == nil && n > 0 {
+		return min(n, histLen)
+	}
+	return 30
+}()
 
 func (n *nameState) record(worker int, format string, args ...any) {
 	e := event{t: time.Now(), worker: worker, what: fmt.Sprintf(format, args...)}
@@ -184,7 +196,7 @@ func (n *nameState) history(start time.Time, owners ...string) string {
 			around = append(around, i)
 		}
 	}
-	mine = mine[max(len(mine)-30, 0):]
+	mine = mine[max(len(mine)-historyLines, 0):]
 	around = around[max(len(around)-12, 0):]
 	var keep []event
 	for i, j := 0, 0; i < len(mine) || j < len(around); {
@@ -259,6 +271,27 @@ type model struct {
 	byInvariant map[string]int
 	firstOf     map[string]*violation
 	order       []string
+
+	// The primitives (prim_test.go), fixed after setup, and how many times
+	// Redis restarted without persistence (which wipes them).
+	prims      map[string]*primState
+	primList   []*primState
+	restartSeq int
+	// rounds: the MultiLock and RedLock rounds that failed, to judge
+	// (checkRounds), and their owners (the generic checks leave them be).
+	rounds       []*failedRound
+	failedOwners map[string]bool
+	// closing: when each runtime (slot, generation) closed mid-run began
+	// closing.
+	closing map[[2]int]time.Time
+	// pending: a first violation of a check other than mutual exclusion,
+	// reported once exclusionGrace is over unless a mutual-exclusion
+	// violation comes first (failKnown).
+	pending      *violation
+	pendingUntil time.Time
+	// ended: the run is over (settlePending); a violation found after,
+	// in the drain or Close, has nothing left to wait for.
+	ended bool
 }
 
 type tokKey struct {
@@ -275,14 +308,30 @@ type request struct {
 }
 
 func newModel(w *world) *model {
-	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}, byInvariant: map[string]int{}, firstOf: map[string]*violation{}}
+	return &model{w: w, names: map[string]*nameState{}, byTok: map[tokKey]*hold{}, reqs: map[uint64]*request{}, unlisted: map[tokKey]time.Time{}, knownSeen: map[int]int{}, knownFirst: map[int]*violation{}, byInvariant: map[string]int{}, firstOf: map[string]*violation{},
+		closing: map[[2]int]time.Time{}}
 }
 
 func (m *model) addName(name string, kind int, scenario bool) {
-	n := &nameState{name: name, kind: kind, scenario: scenario, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
-		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}, rwReleased: map[string]time.Time{}, shared: map[string]time.Time{}}
+	n := newNameState(name, kind, scenario)
 	m.names[name] = n
 	m.list = append(m.list, n)
+}
+
+func newNameState(name string, kind int, scenario bool) *nameState {
+	return &nameState{name: name, kind: kind, scenario: scenario, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
+		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}, rwReleased: map[string]time.Time{}, shared: map[string]time.Time{}}
+}
+
+// historyOf is the history of name: a lock's, a primitive's, or nil.
+func (m *model) historyOf(name string) *nameState {
+	if n := m.names[name]; n != nil {
+		return n
+	}
+	if p := m.prims[name]; p != nil {
+		return p.hist
+	}
+	return nil
 }
 
 // fail records the first violation and stops the run.
@@ -298,7 +347,7 @@ func (m *model) failKnown(defect int, invariant string, n *nameState, owners []s
 	if m.first != nil {
 		return
 	}
-	if defect == 0 && n != nil {
+	if defect == 0 && n != nil && !n.prim {
 		defect = max(m.sharedShape(n, owners), m.lateAcquireShape(n))
 	}
 	if defect > 0 && m.w.cfg.known[defect] {
@@ -317,6 +366,16 @@ func (m *model) failKnown(defect int, invariant string, n *nameState, owners []s
 		v.name = n.name
 		v.history = n.history(m.w.start, owners...)
 	}
+	if !m.w.cfg.keepGoing && !m.ended && !strings.HasPrefix(invariant, "mutual exclusion") {
+		// A lost hold, a count that does not match, ... is often where two
+		// holders begin: the run goes on for exclusionGrace, and a
+		// violation of mutual exclusion found meanwhile is reported
+		// instead, being what a lock must never do.
+		if m.pending == nil {
+			m.pending, m.pendingUntil = v, time.Now().Add(m.exclusionGrace())
+		}
+		return
+	}
 	if m.w.cfg.keepGoing {
 		// Count every violation by invariant, keep the first of each, and
 		// say in a line where the next few were.
@@ -330,6 +389,36 @@ func (m *model) failKnown(defect int, invariant string, n *nameState, owners []s
 	}
 	m.first = v
 	m.w.stop()
+}
+
+// exclusionGrace is how long a first violation of another check waits for
+// one of mutual exclusion: a hold's lease and the tolerance, twice.
+func (m *model) exclusionGrace() time.Duration {
+	return 2 * (m.w.cfg.maxLease() + m.w.cfg.tol)
+}
+
+// promotePending makes a pending violation the run's first once its grace
+// is over (m.mu held; now: at the run's end).
+func (m *model) promotePending() {
+	m.promotePendingAt(time.Now())
+}
+
+func (m *model) promotePendingAt(now time.Time) {
+	if m.pending != nil && m.first == nil && !now.Before(m.pendingUntil) {
+		m.first = m.pending
+		m.w.stop()
+	}
+}
+
+// settlePending makes a pending violation the run's first, its grace over
+// or not (the run has ended).
+func (m *model) settlePending() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ended = true
+	if m.pending != nil && m.first == nil {
+		m.first = m.pending
+	}
 }
 
 // begin registers a request in flight that must be answered within bound.

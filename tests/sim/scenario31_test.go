@@ -19,8 +19,10 @@ import (
 // without asking Redis while the runtime believes it holds.
 
 // unlockScripts are the release scripts, whose ARGV[1] is the owner (the
-// write field for a write release) and ARGV[5] the count a give-back
-// expects ("" for a release).
+// write field for a write release) and ARGV[4] the count a give-back
+// expects ("" for a release; argv[3] here, counting from 0); the exclusive
+// kinds' (lock_unlock, fair_unlock, rw_write_unlock: release.lua) also
+// carry a give-back's fencing token, in ARGV[5] (fair_unlock: ARGV[9]).
 var unlockScripts = []string{"lock_unlock", "lock_handoff", "fair_unlock", "rw_write_unlock", "rw_read_unlock"}
 
 // isRelease matches a release (not a give-back) of field on name.
@@ -219,6 +221,15 @@ func (wk *worker) lateReentry() {
 			return (sc.script == "lock_acquire" || sc.script == "fair_acquire") && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == x
 		}})
 	defer f.unaim(late)
+	// The give-back's reply comes back late: until it does, the runtime
+	// cannot know what the give-back did, and a grant it deleted under a
+	// live Held is there for the exclusion check to see (heldInRedis).
+	slow := f.aimAt(&aim{kind: fDelay, delay: min(500*time.Millisecond, f.readTimeout-50*time.Millisecond), left: 1,
+		match: func(sc scriptCall) bool {
+			return (sc.script == "lock_unlock" || sc.script == "fair_unlock") && arg(sc.argv, 3) != "" && // a give-back
+				arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == x
+		}})
+	defer f.unaim(slow)
 	again := <-wk.acquireAsync(ctx, n, gen, l, "scenario late re-entry: X again", 5*time.Second)
 	if again.hd == nil {
 		return
@@ -296,7 +307,7 @@ func (wk *worker) fairOrder() {
 	}})
 	defer f.unaim(late)
 	refuse := f.aimAt(&aim{kind: fBeforeSend, left: 1000, match: func(sc scriptCall) bool {
-		return sc.script == "fair_unlock" && arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == w1 && arg(sc.argv, 4) != ""
+		return sc.script == "fair_unlock" && arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == w1 && arg(sc.argv, 3) != "" // its give-back
 	}})
 	defer f.unaim(refuse)
 	const wait1, wait2 = 6 * time.Second, 10 * time.Second

@@ -19,6 +19,8 @@ func defectName(d int) string {
 		return "issue 31 finding V (an acquisition's first attempt reaching Redis after its retry and a re-entry counts again)"
 	case d == defect31('W'):
 		return "issue 31 finding W (one WithOwner id held through two runtimes: a give-back releases the other's holds)"
+	case d > 100 && primFindings[byte('A'+d-101)] != "":
+		return fmt.Sprintf("finding %c (%s)", 'A'+d-101, primFindings[byte('A'+d-101)])
 	case d > 100:
 		return "issue 31 defect " + string(rune('A'+d-101))
 	}

@@ -21,8 +21,10 @@ var ciSeeds = []uint64{1, 2, 3, 4}
 // unlocked at once, found by this simulation), and SIM_KNOWN=A,C those of
 // issue 31 (shapeOf; found by this simulation: V, an acquisition's late
 // first attempt counting again after a re-entry, and W, one WithOwner id
-// held through two runtimes); SIM_KEEP_GOING=1 runs to
-// the end and counts every violation by invariant.
+// held through two runtimes), and SIM_KNOWN=P,...,U spares the calls of the
+// primitives' findings (primfindings_test.go) the faults that expose them;
+// SIM_KEEP_GOING=1 runs to the end and counts every violation by
+// invariant; SIM_HISTORY=n shows n events of a violation's history.
 func TestSim(t *testing.T) {
 	total := 60 * time.Second
 	if raceEnabled {
@@ -89,6 +91,8 @@ func (r *result) add(o *result) {
 	r.faulted += o.faulted
 	r.closes += o.closes
 	r.unforced += o.unforced
+	r.primOps += o.primOps
+	r.quiets += o.quiets
 	for k := range r.scenarios {
 		r.scenarios[k][0] += o.scenarios[k][0]
 		r.scenarios[k][1] += o.scenarios[k][1]
@@ -151,13 +155,13 @@ func narrow(c *config) error {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
-		if len(item) == 1 && (item[0] >= 'A' && item[0] <= 'E' || item[0] == 'V' || item[0] == 'W') {
+		if len(item) == 1 && (item[0] >= 'A' && item[0] <= 'E' || item[0] == 'V' || item[0] == 'W' || primFindings[item[0]] != "") {
 			c.known[defect31(item[0])] = true
 			continue
 		}
 		d, err := strconv.Atoi(item)
 		if err != nil || d < 1 || d > 8 {
-			return fmt.Errorf("SIM_KNOWN: %q is not a defect number 1..8 (issue 23's seven; 8: concurrent Unlocks of one owner) or a letter A..E (issue 31's), V or W (its findings)", item)
+			return fmt.Errorf("SIM_KNOWN: %q is not a defect number 1..8 (issue 23's seven; 8: concurrent Unlocks of one owner), a letter A..E (issue 31's), V or W (its findings), or P..U (the primitives' findings)", item)
 		}
 		c.known[d] = true
 	}

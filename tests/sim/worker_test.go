@@ -31,10 +31,17 @@ const (
 	opMessage            // an owner actor acquiring by message (Runtime.PID)
 	opScenario           // a scenario aimed at a past defect's shape (scenario_test.go)
 	opOwnerPair          // two acquisitions with one WithOwner id in flight at once, on one runtime or two
+	// The primitives' calls, made by workers of their own (prim_test.go).
+	opQueue     // a blocking queue's Offer, Take, Poll
+	opDelayed   // a delayed queue's Offer, Poll, Remove (on a blocking queue's list)
+	opSemaphore // a semaphore's Acquire, TryAcquire, Release, AddPermits, Drain
+	opExpirable // a permit-expirable semaphore's Acquire, TryAcquire, Release, AddPermits
+	opLatch     // a count-down latch's CountDown and Await (its warden sets the count)
 	nOps
 )
 
-var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message", "scenario", "with-owner-pair"}
+var opNames = [nOps]string{"acquire", "try", "reenter", "with-owner", "unlock", "extend", "force-unlock", "del", "cancel", "multilock", "redlock", "tiny-lease", "close", "unlock-twice", "message", "scenario", "with-owner-pair",
+	"queue", "delayed-queue", "semaphore", "expirable-semaphore", "latch"}
 
 var opWeights = [nOps]int{opAcquire: 20, opTry: 16, opReenter: 10, opWithOwner: 6, opUnlock: 0, opExtend: 4, opForce: 1, opDel: 1, opCancel: 6, opMulti: 3, opRed: 2, opTiny: 1, opMessage: 4, opScenario: 1, opOwnerPair: 2}
 
@@ -611,19 +618,31 @@ func (wk *worker) groupMembers(k int) []*nameState {
 	return out
 }
 
+// roundOwner is, for half the rounds, an owner id of the round's own
+// (WithOwner) for every member, so that what a failed round leaves is
+// known exactly (checkRounds); "" for the others (the runtime's ids).
+func (wk *worker) roundOwner(gen int) (string, []actorlock.LockOption) {
+	if wk.rng.IntN(2) == 0 {
+		return "", nil
+	}
+	owner := fmt.Sprintf("sim-round-s%d-g%d-w%d-%d", wk.s.idx, gen, wk.id, wk.w.ops.Load())
+	return owner, []actorlock.LockOption{actorlock.WithOwner(owner)}
+}
+
 func (wk *worker) multi() {
 	rt, gen := wk.snapshot()
 	names := wk.groupMembers(2 + wk.rng.IntN(2))
+	owner, lopts := wk.roundOwner(gen)
 	var locks []*actorlock.Lock
 	for _, n := range names {
-		locks = append(locks, handle(rt, n, false))
+		locks = append(locks, handle(rt, n, false, lopts...))
 	}
 	slots := make([]int, len(names))
 	gens := make([]int, len(names))
 	for i := range slots {
 		slots[i], gens[i] = wk.s.idx, gen
 	}
-	wk.group("multilock", names, slots, gens, func(ctx context.Context, try bool, opts []actorlock.AcquireOption) (*actorlock.GroupHeld, error) {
+	wk.group("multilock", owner, names, slots, gens, func(ctx context.Context, try bool, opts []actorlock.AcquireOption) (*actorlock.GroupHeld, error) {
 		ml := actorlock.MultiLock(locks...)
 		if try {
 			return ml.TryAcquire(ctx, opts...)
@@ -639,16 +658,18 @@ func (wk *worker) red() {
 		return
 	}
 	names := wk.groupMembers(len(wk.w.slots))
+	_, gen := wk.snapshot()
+	owner, lopts := wk.roundOwner(gen)
 	var locks []*actorlock.Lock
 	slots := make([]int, len(names))
 	gens := make([]int, len(names))
 	for i, s := range wk.w.slots {
 		s.mu.RLock()
-		locks = append(locks, handle(s.rt, names[i], false))
+		locks = append(locks, handle(s.rt, names[i], false, lopts...))
 		slots[i], gens[i] = s.idx, s.gen
 		s.mu.RUnlock()
 	}
-	wk.group("redlock", names, slots, gens, func(ctx context.Context, try bool, opts []actorlock.AcquireOption) (*actorlock.GroupHeld, error) {
+	wk.group("redlock", owner, names, slots, gens, func(ctx context.Context, try bool, opts []actorlock.AcquireOption) (*actorlock.GroupHeld, error) {
 		rl := actorlock.RedLock(locks...)
 		if try {
 			return rl.TryAcquire(ctx, opts...)
@@ -657,7 +678,9 @@ func (wk *worker) red() {
 	})
 }
 
-func (wk *worker) group(what string, names []*nameState, slots, gens []int, acquire func(context.Context, bool, []actorlock.AcquireOption) (*actorlock.GroupHeld, error)) {
+// group runs one MultiLock or RedLock acquisition (owner: its members'
+// WithOwner id, "" for the runtimes' own).
+func (wk *worker) group(what, owner string, names []*nameState, slots, gens []int, acquire func(context.Context, bool, []actorlock.AcquireOption) (*actorlock.GroupHeld, error)) {
 	m := wk.w.model
 	try := wk.rng.IntN(2) == 0
 	var opts []actorlock.AcquireOption
@@ -674,14 +697,29 @@ func (wk *worker) group(what string, names []*nameState, slots, gens []int, acqu
 	ctx, cancel := context.WithTimeout(context.Background(), ctxTimeout)
 	defer cancel()
 	// A group waits for each member in turn, each bounded by what is
-	// left, and releases what it took when one fails.
+	// left, and releases what it took when one fails. A member whose ctx
+	// ended is answered as a single acquisition is (acquire: its grant
+	// given back first, up to a call timeout; a fair one's leave, up to
+	// another), and the failed round's release of the members it took
+	// waits for them (unlockAll, up to a call timeout more).
+	callT := wk.w.cfg.callTimeout
+	bound += 2 * callT
+	for _, n := range names {
+		if n.kind == kFair {
+			bound += callT
+			break
+		}
+	}
 	asked := time.Now()
-	id := m.begin(wk.id, what+" "+names[0].name, names[0].name, bound+wk.w.cfg.callTimeout+wk.w.cfg.tol)
+	id := m.begin(wk.id, what+" "+names[0].name, names[0].name, bound+wk.w.cfg.tol)
 	g, err := acquire(ctx, try, opts)
 	m.end(id)
 	m.mu.Lock()
 	for _, n := range names {
-		n.record(wk.id, "%s try=%v over %d names -> %s", what, try, len(names), errKind(err))
+		n.record(wk.id, "%s%s try=%v over %d names -> %s", what, map[bool]string{true: " " + owner}[owner != ""], try, len(names), errKind(err))
+	}
+	if err != nil && owner != "" {
+		m.roundFailed(&failedRound{what: what, owner: owner, names: names, slots: slots, at: time.Now()})
 	}
 	m.mu.Unlock()
 	if err != nil {

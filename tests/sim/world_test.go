@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/primitive"
 )
 
 // config is one run, drawn from its seed (and narrowed by the shrinker).
@@ -56,6 +58,11 @@ type config struct {
 	known map[int]bool
 	// keepGoing (SIM_KEEP_GOING): count violations and go on to the end.
 	keepGoing bool
+
+	// The primitives (prim_test.go): names of each kind, and workers in
+	// all (spread over the runtimes).
+	primNames   [nPrimKinds]int
+	primWorkers int
 }
 
 func (c *config) faultOn(k int) bool { return c.faultMask&(1<<k) != 0 }
@@ -121,6 +128,12 @@ func drawConfig(seed uint64, d time.Duration) *config {
 	if r.IntN(2) == 0 {
 		c.closeEvery = time.Duration(5+r.IntN(10)) * time.Second
 	}
+	// Drawn last, so that the lock workload's shape stays what it was.
+	c.primNames = [nPrimKinds]int{pQueue: 1 + r.IntN(2), pSemaphore: 1 + r.IntN(2), pExpirable: 1, pLatch: 1 + r.IntN(2)}
+	c.primWorkers = 8 + r.IntN(8)
+	if raceEnabled {
+		c.primWorkers /= 2
+	}
 	return c
 }
 
@@ -136,9 +149,13 @@ func (c *config) String() string {
 			ops = append(ops, opNames[k])
 		}
 	}
-	return fmt.Sprintf("seed %d: %d names, %d runtimes x %d workers, watchdog %v, idle %v, hand-offs %d, read timeouts %v, close every %v, fault rate %.1f%%\n  faults: %s\n  ops: %s",
+	var prims []string
+	for k, n := range c.primNames {
+		prims = append(prims, fmt.Sprintf("%d %s", n, primKindNames[k]))
+	}
+	return fmt.Sprintf("seed %d: %d names, %d runtimes x %d workers, watchdog %v, idle %v, hand-offs %d, read timeouts %v, close every %v, fault rate %.1f%%\n  primitives: %s, %d workers\n  faults: %s\n  ops: %s",
 		c.seed, c.names, c.runtimes, c.workers, c.watchdog, c.idle, c.handoffs, c.readTimeouts, c.closeEvery, 100*c.faultRate,
-		strings.Join(faults, " "), strings.Join(ops, " "))
+		strings.Join(prims, ", "), c.primWorkers, strings.Join(faults, " "), strings.Join(ops, " "))
 }
 
 // world is one run: a redis-server, runtimes in slots, the model.
@@ -166,6 +183,9 @@ type world struct {
 	// scenarios: started, and judged (no fault on the way), by kind.
 	scenarios, judged [nScenarios]atomic.Int64
 	faultCount        [nFaultKinds]atomic.Int64
+
+	primOps atomic.Int64
+	primSync
 }
 
 // slot is a runtime position; Close mid-run replaces its runtime (gen+1).
@@ -219,7 +239,7 @@ func (w *world) mark(names []string, desc string, moves bool) {
 		if slices.Contains(names[:i], name) {
 			continue // a name and its {name} keys
 		}
-		if n := m.names[name]; n != nil {
+		if n := m.historyOf(name); n != nil {
 			n.record(-1, "fault: %s", desc)
 			if moves {
 				n.lastFault = time.Now()
@@ -248,7 +268,8 @@ func (w *world) newRuntime(s *slot) error {
 	rdb.AddHook(f)
 	rt, err := actorlock.New(rdb,
 		actorlock.WithWatchdog(c.watchdog), actorlock.WithIdleTimeout(c.idle), actorlock.WithCallTimeout(c.callTimeout),
-		actorlock.WithFairWaitTimeout(c.fairWait), actorlock.WithMaxHandoffs(c.handoffs))
+		actorlock.WithFairWaitTimeout(c.fairWait), actorlock.WithMaxHandoffs(c.handoffs),
+		actorlock.WithLogger(slog.New(&runtimeLog{w: w, slot: s.idx})))
 	if err != nil {
 		_ = rdb.Close()
 		return err
@@ -281,6 +302,8 @@ type result struct {
 	scenarios  [nScenarios][2]int64 // by kind: started, judged
 	unforced   int64
 	known      int
+	// primOps: calls on the primitives; quiets: their quiet points judged.
+	primOps, quiets int64
 }
 
 func (r *result) String() string {
@@ -295,8 +318,8 @@ func (r *result) String() string {
 	for k, n := range r.scenarios {
 		scenarios = append(scenarios, fmt.Sprintf("%s %d/%d", scenarioKinds[k], n[1], n[0]))
 	}
-	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes, %d calls failed unforced; scenarios judged/started: %s",
-		r.elapsed.Seconds(), r.ops, float64(r.ops)/min, r.calls, r.faulted, 100*float64(r.faulted)/max(float64(r.calls), 1),
+	return fmt.Sprintf("%.1fs: %d ops (%.0f ops/min) and %d on the primitives (%d quiet points judged), %d Redis calls, %d faulted (%.1f%%, %.0f faults/min; %s), %d mid-run closes, %d calls failed unforced; scenarios judged/started: %s",
+		r.elapsed.Seconds(), r.ops, float64(r.ops)/min, r.primOps, r.quiets, r.calls, r.faulted, 100*float64(r.faulted)/max(float64(r.calls), 1),
 		float64(r.faulted)/min, strings.Join(kinds, ", "), r.closes, r.unforced, strings.Join(scenarios, ", "))
 }
 
@@ -326,12 +349,17 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 			w.model.addName(fmt.Sprintf("%s:scenario:%s:%d", prefix, kindNames[k], i), k, true)
 		}
 	}
+	w.model.addPrims(c, prefix)
+	w.dqs = map[string]*primitive.DelayedQueue{}
 	for i := 0; i < c.runtimes; i++ {
 		s := &slot{idx: i}
 		if err := w.newRuntime(s); err != nil {
 			return nil, err
 		}
 		w.slots = append(w.slots, s)
+	}
+	if err := w.setPermits(w.ctx, rand.New(rand.NewPCG(c.seed, 0x5e7))); err != nil {
+		return nil, err
 	}
 	w.faultsOn.Store(true)
 	res := &result{}
@@ -345,6 +373,20 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 			wg.Add(1)
 			go func() { defer wg.Done(); wk.run() }()
 		}
+	}
+	// The primitives' workers (numbered after the lock workers), and a
+	// warden per primitive name.
+	var primWorkers []*primWorker
+	for i := 0; i < c.primWorkers && len(w.model.primList) > 0; i++ {
+		pw := newPrimWorker(w, w.slots[i%len(w.slots)], len(workers)+i)
+		primWorkers = append(primWorkers, pw)
+		wg.Add(1)
+		go func() { defer wg.Done(); pw.run() }()
+	}
+	var wardens sync.WaitGroup
+	for i, p := range w.model.primList {
+		wardens.Add(1)
+		go func() { defer wardens.Done(); w.warden(p, i) }()
 	}
 	var bg sync.WaitGroup
 	bg.Add(3)
@@ -371,8 +413,15 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	// Quiescence: no more faults, every worker releases what it holds.
 	w.faultsOn.Store(false)
 	wg.Wait()
+	wardens.Wait()
+	for _, p := range w.model.primList {
+		p.closed.Store(false)
+	}
 	// Late duplicates still on their way land before the drain.
 	w.dups.Wait()
+	// A violation waiting for its grace is the run's (its checks go on
+	// through the drain and Close, with nothing else to wait for).
+	w.model.settlePending()
 	res.ops = w.ops.Load()
 	res.unforced = w.unforced.Load()
 	for k := range res.scenarios {
@@ -386,6 +435,10 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 	for _, wk := range workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); wk.drain() }()
+	}
+	for _, pw := range primWorkers {
+		wg.Add(1)
+		go func() { defer wg.Done(); pw.drain() }()
 	}
 	wg.Wait()
 	logf("drained in %v", time.Since(drain).Round(time.Millisecond))
@@ -404,6 +457,10 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 		}
 	}
 	res.v = w.model.first
+	res.primOps = w.primOps.Load()
+	for _, p := range w.model.primList {
+		res.quiets += int64(p.quiets)
+	}
 	for d, k := range w.model.knownSeen {
 		logf("known %s: %d violations of its shape; the first:\n%v", defectName(d), k, w.model.knownFirst[d])
 		res.known += k
@@ -454,6 +511,11 @@ func (w *world) faultLoop(res *result) {
 		case k == 7 && c.faultOn(fRestart) && restarts < 2 && r.IntN(4) == 0:
 			restarts++
 			from := time.Now()
+			// Counted before and after: a read of the primitives that
+			// overlaps the restart sees the count change.
+			w.model.mu.Lock()
+			w.model.restartSeq++
+			w.model.mu.Unlock()
 			err := w.srv.Restart()
 			w.countFault(fRestart, nil, "")
 			w.model.note("fault: redis-server restarted without persistence (%v)", err)
@@ -465,6 +527,7 @@ func (w *world) faultLoop(res *result) {
 			for _, n := range w.model.list {
 				n.restarts = w.model.restarts
 			}
+			w.model.restartSeq++
 			w.model.mu.Unlock()
 		}
 	}
@@ -484,6 +547,9 @@ func (m *model) note(format string, args ...any) {
 	for _, n := range m.list {
 		n.record(-1, format, args...)
 	}
+	for _, p := range m.primList {
+		p.record(-1, format, args...)
+	}
 }
 
 // closeMidRun closes slot s's runtime while its workers use it, and starts
@@ -500,6 +566,9 @@ func (w *world) closeMidRun(s *slot) {
 		w.model.mu.Unlock()
 		return
 	}
+	w.model.mu.Lock()
+	w.model.closing[[2]int{s.idx, oldGen}] = time.Now()
+	w.model.mu.Unlock()
 	w.model.note("runtime %d (gen %d) closing mid-run", s.idx, oldGen)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -593,6 +662,9 @@ func (w *world) finish(ignore goleak.Option) *violation {
 	defer cancel()
 	// Let a CLIENT PAUSE end.
 	_ = w.admin.Do(ctx, "CLIENT", "UNPAUSE").Err()
+	// What the primitives still do in the background (settling, give-backs)
+	// ends before Close, which would cut it short.
+	w.primsQuiet(3 * c.callTimeout)
 	for _, s := range w.slots {
 		if err := s.rt.Close(ctx); err != nil && m.first == nil {
 			return &violation{invariant: "Close succeeds after quiescence", detail: err.Error(), at: time.Since(w.start)}
@@ -610,6 +682,11 @@ func (w *world) finish(ignore goleak.Option) *violation {
 	for _, s := range w.slots {
 		_ = s.rdb.Close()
 	}
+	if m.first != nil {
+		return m.first
+	}
+	// The primitives, every runtime closed: nothing of theirs is in flight.
+	w.finalPrims(ctx)
 	if m.first != nil {
 		return m.first
 	}
@@ -673,16 +750,21 @@ func (w *world) sendLater(cmds []redis.Cmder, names []string, desc string, delay
 		args[i] = append([]any(nil), c.Args()...)
 	}
 	w.dups.Add(1)
+	landed := w.primDups(cmds)
 	go func() {
 		defer w.dups.Done()
+		defer landed()
 		time.Sleep(delay)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		pipe := w.late.Pipeline()
-		for _, a := range args {
-			pipe.Do(ctx, a...)
+		copies := make([]redis.Cmder, len(args))
+		for i, a := range args {
+			copies[i] = pipe.Do(ctx, a...)
 		}
 		_, err := pipe.Exec(ctx)
+		w.holdCalls(copies, fmt.Sprintf("late duplicate, %v after it was sent", delay))
+		w.permitCalls(copies, fmt.Sprintf("late duplicate, %v after it was sent:", delay))
 		w.mark(names, fmt.Sprintf("late duplicate of [%s] reached Redis, %v after it was sent (%s)", desc, delay, errKind(err)), moves)
 	}()
 }
