@@ -106,7 +106,7 @@ sim-mutants)
 	# seven (1-7), then issue 31's defects A-F (8-13), issue 33's (16,
 	# 18-20) and the simulation's findings (14, 15, 17, 21). The one list
 	# to extend; SIM_MUTANTS="3 9" runs some of them.
-	all_mutants="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21"
+	all_mutants="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22"
 	mutants="${SIM_MUTANTS:-$all_mutants}"
 	duration="${SIM_MUTANT_DURATION:-60s}"
 	bin="${TMPDIR:-/tmp}/actorlock-sim-mutants"

@@ -29,8 +29,11 @@ import (
 // hand-off whose waiter gave up.
 //
 // While Redis work of an owner is unsettled (a give-back, or a run whose
-// outcome is being settled: settleStep), nothing grants to that owner: its
-// attempts are parked and resume when the work is done, hand-offs pass it
+// outcome is being settled: settleStep), nothing grants to that owner, nor
+// releases its holds: its attempts and releases are parked and resume when
+// the work is done (a release meanwhile could release what the unsettled
+// run acted on: a fresh hold a re-entry started after the lock was
+// deleted, reported as an Unlock of the deleted one), hand-offs pass it
 // by, and a grant that comes back meanwhile (its attempt was in flight
 // when the work began) is given back too, not handed to its caller
 // (attempted). A grant in between would let the give-back act on the
@@ -163,7 +166,7 @@ func (a *lockActor) settled(owner string) {
 	delete(a.settling, owner)
 	parked := a.parked[:0]
 	for _, s := range a.parked {
-		if s.req.owner == owner {
+		if ownerOf(s) == owner {
 			a.steps = append(a.steps, s)
 		} else {
 			parked = append(parked, s)
@@ -174,6 +177,14 @@ func (a *lockActor) settled(owner string) {
 	a.headReady = true
 }
 
+// ownerOf is the owner of a parked step: an attempt's or a release's.
+func ownerOf(s step) string {
+	if r, ok := s.(*releaseStep); ok {
+		return r.owner
+	}
+	return s.(*attemptStep).req.owner
+}
+
 // settlingFor reports whether Redis work of owner is unsettled, so that
-// nothing may grant to it now.
+// nothing may grant to it now, nor release its holds.
 func (a *lockActor) settlingFor(owner string) bool { return a.settling[owner] > 0 }

@@ -71,7 +71,7 @@ type lockActor struct {
 
 	settling map[string]int // owners whose Redis work is unsettled (giveback.go)
 	spent    []string       // guards of runs no attempt of which can arrive any more (spend)
-	parked   []*attemptStep // attempts waiting for their owner's work to settle
+	parked   []step         // attempts and releases waiting for their owner's work to settle
 	// heldAnswers counts answers of fair waiters that gave up, held until
 	// they left the Redis queue (giveUpPlace): their requests are no longer
 	// pending, but the actor owes them an answer, so it may not go idle.

@@ -108,7 +108,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	a.deliverAllGaveUp()
-	for _, s := range a.steps {
+	for _, s := range append(a.steps, a.parked...) {
 		// Releases of what nobody holds any more, and give-backs: best
 		// effort, as nobody is left to retry them.
 		var call scriptCall

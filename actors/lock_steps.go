@@ -434,6 +434,12 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			s.answer(endedRelease(g.ended))
 			return nil
 		}
+	}
+	if a.settlingFor(s.owner) && !mutant.On(22) {
+		a.parked = append(a.parked, s)
+		return nil
+	}
+	if g := s.grant; g != nil {
 		if s.retrying && g.watchdog {
 			// Not renewed while released (queueRelease).
 			h.watchdogs--

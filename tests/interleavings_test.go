@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -584,4 +585,49 @@ func endsLost(t *testing.T, h *actorlock.Held, d time.Duration, stayedOpen strin
 func emptied(t *testing.T, ctx context.Context, rdb *redis.Client, name, what string) {
 	t.Helper()
 	require.Eventually(t, func() bool { return rdb.Exists(ctx, name).Val() == 0 }, 5*time.Second, 10*time.Millisecond, what)
+}
+
+// Finding AA (simulation, seed 104): an Unlock must wait for its owner's
+// unsettled run. The lock is deleted under a hold; a re-entry's tries all
+// lose their replies, so its outcome is settled, and its settling is not
+// answered for a while; the re-entry's first try started a fresh hold (the
+// lock was gone). An Unlock of the old hold called meanwhile ran at once,
+// released that fresh hold and reported success for a hold Redis had
+// deleted. It now waits for the settling: the settle finds the fresh hold,
+// which ends the old one as lost and is given back, and the Unlock says the
+// hold was lost.
+func TestUnlockWaitsForItsOwnersUnsettledReentry(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := impatient(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "unlock-while-settling"
+	old, err := rt.Lock(name).Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, direct.Del(ctx, name).Err()) // deleted under the hold (unsafe, documented)
+
+	var answer atomic.Bool
+	reentry := func(c respCommand) bool {
+		keys, _, ok := c.script()
+		return ok && len(keys) == 4 && keys[0] == name && ownerIn(c, rt) != "" // lock_acquire
+	}
+	dropped := p.on(4, dropReply, 0, func(c respCommand) bool { return reentry(c) && !settling(c) })
+	held := p.on(1000, dropReply, 0, func(c respCommand) bool { return !answer.Load() && reentry(c) && settling(c) })
+	_, err = rt.Lock(name).Acquire(old.Context())
+	require.Error(t, err, "no try of the re-entry was answered")
+	await(t, dropped.ran, time.Second, "the re-entry's first try, run by Redis")
+	await(t, held.hits, 5*time.Second, "the re-entry's settling")
+	require.Equal(t, "1", direct.HGet(ctx, name, old.Owner()).Val(), "the re-entry's first try started a fresh hold")
+
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- old.Unlock(ctx) }()
+	select {
+	case err := <-unlocked:
+		t.Fatalf("the Unlock ran while its owner's re-entry was unsettled: %v (Redis: %v)", err, direct.HGetAll(ctx, name).Val())
+	case <-time.After(500 * time.Millisecond):
+	}
+	answer.Store(true)
+	err = await(t, unlocked, 10*time.Second, "the Unlock, once the re-entry is settled")
+	assert.ErrorIs(t, err, actorlock.ErrLost, "the hold Redis deleted is reported lost, not unlocked")
+	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
+	emptied(t, ctx, direct, name, "the re-entry's fresh hold is given back")
 }

@@ -31,6 +31,9 @@ var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
 // reply was lost does not give its item back (issue 33 C), 21 a give-back
 // that checks the owner's count only, not the fencing counter, so a
 // retry that lands after the hold expired releases a fresh hold of the
-// same WithOwner id (finding Z). Mutant 3 (a retried unlock misjudged) is,
+// same WithOwner id (finding Z), 22 a release that runs while its owner's
+// re-entry is being settled, releasing the fresh hold the re-entry started
+// after the lock was deleted, reported as an Unlock of the deleted one
+// (finding AA). Mutant 3 (a retried unlock misjudged) is,
 // since the guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active == n }

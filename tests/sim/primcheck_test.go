@@ -51,12 +51,20 @@ const (
 
 // quietFor is how long a quiet name must have had no Redis call on it: the
 // longest pause between the background calls of one of the library's
-// chains (settling retries at least every second).
-func (c *config) quietFor() time.Duration {
+// chains (settling retries at least every second). A permit-expirable
+// semaphore's acquisition whose outcome is unknown waits, silent, until no
+// attempt of it can act (its call's deadline by the server's clock, with a
+// slack of half a call timeout) before it asks Redis again: up to a call
+// timeout and a half after its last call.
+func (c *config) quietFor(kind int) time.Duration {
+	base := 1500 * time.Millisecond
 	if raceEnabled {
-		return 2500 * time.Millisecond
+		base = 2500 * time.Millisecond
 	}
-	return 1500 * time.Millisecond
+	if kind == pExpirable {
+		return max(base, 2*c.callTimeout)
+	}
+	return base
 }
 
 // warden runs p's quiet points, and a latch's cycles, until the run ends.
@@ -96,7 +104,7 @@ func (w *world) quiesce(p *primState) bool {
 		if w.ctx.Err() != nil {
 			return false
 		}
-		if p.ops.Load() == 0 && p.calls.Load() == 0 && p.dups.Load() == 0 && time.Since(time.Unix(0, p.lastCall.Load())) >= w.cfg.quietFor() {
+		if p.ops.Load() == 0 && p.calls.Load() == 0 && p.dups.Load() == 0 && time.Since(time.Unix(0, p.lastCall.Load())) >= w.cfg.quietFor(p.kind) {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -108,7 +116,7 @@ func (w *world) quiesce(p *primState) bool {
 func (w *world) primsQuiet(bound time.Duration) {
 	deadline := time.Now().Add(bound)
 	for _, p := range w.model.primList {
-		for time.Now().Before(deadline) && (p.calls.Load() > 0 || p.dups.Load() > 0 || time.Since(time.Unix(0, p.lastCall.Load())) < w.cfg.quietFor()) {
+		for time.Now().Before(deadline) && (p.calls.Load() > 0 || p.dups.Load() > 0 || time.Since(time.Unix(0, p.lastCall.Load())) < w.cfg.quietFor(p.kind)) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}

@@ -32,10 +32,11 @@ const (
 	scLateReentry   // C
 	scDowngrade     // B
 	scFairOrder     // E
+	scLateGiveBack  // finding Z (scenarioz_test.go)
 	nScenarios
 )
 
-var scenarioKinds = [nScenarios]string{"give-back", "fair line", "late release", "release outage", "late re-entry", "downgrade", "fair order"}
+var scenarioKinds = [nScenarios]string{"give-back", "fair line", "late release", "release outage", "late re-entry", "downgrade", "fair order", "late give-back"}
 
 func (wk *worker) scenario() {
 	switch wk.rng.IntN(nScenarios) {
@@ -53,6 +54,8 @@ func (wk *worker) scenario() {
 		wk.downgrade()
 	case scFairOrder:
 		wk.fairOrder()
+	case scLateGiveBack:
+		wk.lateGiveBack()
 	}
 }
 
