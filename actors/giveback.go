@@ -29,11 +29,11 @@ import (
 // hand-off whose waiter gave up.
 //
 // While Redis work of an owner is unsettled (a give-back, or a run whose
-// outcome is being settled: settleStep), nothing grants to that owner, nor
-// releases its holds: its attempts and releases are parked and resume when
-// the work is done (a release meanwhile could release what the unsettled
-// run acted on: a fresh hold a re-entry started after the lock was
-// deleted, reported as an Unlock of the deleted one), hand-offs pass it
+// outcome is being settled: settleStep), nothing grants to that owner: its
+// attempts are parked and resume when the work is done; so are its
+// releases while that work includes an attempt (a release meanwhile could
+// release what the attempt acted on: a fresh hold a re-entry started after
+// the lock was deleted, reported as an Unlock of the deleted one); hand-offs pass it
 // by, and a grant that comes back meanwhile (its attempt was in flight
 // when the work began) is given back too, not handed to its caller
 // (attempted). A grant in between would let the give-back act on the
@@ -152,7 +152,7 @@ func (a *lockActor) undone(owner string, write bool, n int64, state scripts.Unlo
 // it: until then nothing grants to owner.
 func (a *lockActor) settle(owner string) {
 	if a.settling == nil {
-		a.settling = map[string]int{}
+		a.settling, a.attempting = map[string]int{}, map[string]int{}
 	}
 	a.settling[owner]++
 }
@@ -186,5 +186,5 @@ func ownerOf(s step) string {
 }
 
 // settlingFor reports whether Redis work of owner is unsettled, so that
-// nothing may grant to it now, nor release its holds.
+// nothing may grant to it now.
 func (a *lockActor) settlingFor(owner string) bool { return a.settling[owner] > 0 }

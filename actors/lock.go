@@ -70,8 +70,11 @@ type lockActor struct {
 	alive      *deadline     // the earliest liveness deadline of remote owners (lock_liveness.go); made on first use
 
 	settling map[string]int // owners whose Redis work is unsettled (giveback.go)
-	spent    []string       // guards of runs no attempt of which can arrive any more (spend)
-	parked   []step         // attempts and releases waiting for their owner's work to settle
+	// attempting counts, per owner, the attempts among that work: what
+	// the owner's releases wait for (releaseStep.start).
+	attempting map[string]int
+	spent      []string // guards of runs no attempt of which can arrive any more (spend)
+	parked     []step   // attempts and releases waiting for their owner's work to settle
 	// heldAnswers counts answers of fair waiters that gave up, held until
 	// they left the Redis queue (giveUpPlace): their requests are no longer
 	// pending, but the actor owes them an answer, so it may not go idle.

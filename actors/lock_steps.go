@@ -152,8 +152,12 @@ func (a *lockActor) stepped(ctx actor.Context, d *stepDone) {
 	if guarded && unsettled(d.err) && !(mutant.On(3) && isRelease(d.step)) {
 		a.tellUnknown(ctx, d)
 		s := &settleStep{done: d, owners: gs.owners(), giveUpAt: d.sentAt.Add(d.guard.TTL - a.env.CallTimeout)}
+		_, s.attempt = d.step.(*attemptStep)
 		for _, o := range s.owners {
 			a.settle(o)
+			if s.attempt {
+				a.attempting[o]++
+			}
 		}
 		a.first(s)
 		return
@@ -215,6 +219,7 @@ type settleStep struct {
 	owners   []string
 	giveUpAt time.Time
 	tries    uint8
+	attempt  bool // it settles an attempt (attempting)
 }
 
 func (s *settleStep) start(*lockActor, actor.Context) scriptCall {
@@ -234,6 +239,11 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 		return
 	}
 	for _, o := range s.owners {
+		if s.attempt {
+			if a.attempting[o]--; a.attempting[o] == 0 {
+				delete(a.attempting, o)
+			}
+		}
 		a.settled(o)
 	}
 	done := *s.done
@@ -435,7 +445,11 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			return nil
 		}
 	}
-	if a.settlingFor(s.owner) && !mutant.On(22) {
+	if a.attempting[s.owner] > 0 && !mutant.On(22) {
+		// An attempt of the owner may have started a fresh hold (the lock
+		// was deleted under the old one): this release must not release
+		// it in the old one's name. It runs once that is settled (and
+		// what settling found given back).
 		a.parked = append(a.parked, s)
 		return nil
 	}
