@@ -74,12 +74,12 @@ func (m *manager) renewReport(ctx actor.Context, rep *renewReport) {
 	for _, e := range rep.renewed {
 		key := LockKey{Kind: e.kind, Name: e.name}
 		if rec := m.sleeping[key]; rec != nil {
-			if renewed(m.env, &rec.holds, e.owner, e.gen, rep.sentAt) {
+			if renewed(m.env, &rec.holds, e.owner, e.gen, rep.sentAt, e.reads) {
 				m.env.wakeups.set(&rec.wake, ctx.Self(), rec.holds.earliest())
 			}
 			continue
 		}
-		m.deliver(ctx, key, &renewConfirmed{Key: key, Owner: e.owner, Gen: e.gen, SentAt: rep.sentAt})
+		m.deliver(ctx, key, &renewConfirmed{Key: key, Owner: e.owner, Gen: e.gen, SentAt: rep.sentAt, Reads: e.reads})
 	}
 	for _, e := range rep.gone {
 		key := LockKey{Kind: e.kind, Name: e.name}

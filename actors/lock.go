@@ -285,7 +285,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.headReady = true
 		a.wakes++
 	case *renewConfirmed:
-		if renewed(a.env, &a.holds, m.Owner, m.Gen, m.SentAt) {
+		if renewed(a.env, &a.holds, m.Owner, m.Gen, m.SentAt, m.Reads) {
 			a.armValidity()
 		}
 	case *renewGone:

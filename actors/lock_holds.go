@@ -328,18 +328,20 @@ func (s *holdSet) earliest() time.Duration {
 	return earliest
 }
 
-// renewed applies a renewal of registration gen, sent at sentAt, to the
-// hold of owner, if that registration is still the hold's, and reports
-// whether it did.
-func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt time.Time) bool {
+// renewed applies a renewal of registration gen, sent at sentAt with the
+// first reads read-hold keys of the owner, to the hold of owner, if that
+// registration is still the hold's, and reports whether it did.
+func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt time.Time, reads int64) bool {
 	h := holds.get(owner)
 	if h == nil || h.gen != gen {
 		return false
 	}
 	until := sentAt.Add(env.Watchdog - Drift(env.Watchdog))
 	h.extend(until)
-	// The renewal extended the read-hold keys it knew of, too.
-	for i := range min(int64(len(h.reads)), h.renewReads) {
+	// The renewal extended the read-hold keys it carried, too: not those of
+	// reads granted since it was sent (the registration re-made with them
+	// keeps its gen), whose keys keep their own lease.
+	for i := range min(int64(len(h.reads)), reads) {
 		h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
 	}
 	return true

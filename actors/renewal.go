@@ -44,6 +44,7 @@ type renewConfirmed struct {
 	Owner  string
 	Gen    uint64
 	SentAt time.Time
+	Reads  int64 // the read holds whose keys it renewed (read-write lock)
 }
 
 // renewGone tells a lock actor that Redis no longer has registration Gen's

@@ -638,3 +638,38 @@ func TestLateGiveBackSparesAFreshHoldOfItsOwnerID(t *testing.T) {
 	require.NoError(t, h2.Unlock(ctx))
 	emptied(t, ctx, direct, name, "runtime 2's Unlock frees the lock")
 }
+
+// Finding AB (simulation, seed 108): B through a renewal. A renewal of the
+// write sent before a downgrade's read was granted renews no read-hold key
+// (it carried none), but its late reply moved the read's validity to the
+// watchdog lease anyway, since the registration re-made for the read kept
+// its generation; once the write was unlocked, the read was valid as long
+// as the write would have been, while Redis let a writer in when its key
+// expired. A renewal now confirms only the read keys it carried.
+func TestRenewalSentBeforeADowngradeDoesNotStretchTheRead(t *testing.T) {
+	t.Parallel()
+	// The next renewal comes watchdog/3 after this one: the write is
+	// unlocked before it, which would renew the read key too.
+	const watchdog, lease = 6 * time.Second, time.Second
+	p, _, rt := proxied(t, actorlock.WithWatchdog(watchdog))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "downgrade-renewal"
+	rw := rt.ReadWriteLock(name)
+	w, err := rw.WriteLocker().Acquire(ctx)
+	require.NoError(t, err)
+	// The next renewal of the write (no read keys yet) runs in Redis, its
+	// reply held back while the read is granted.
+	late := p.on(1, delayReply, 500*time.Millisecond, func(c respCommand) bool {
+		keys, argv, ok := c.script()
+		return ok && len(keys) == 1 && keys[0] == name && len(argv) == 5 && argv[1] == w.Owner() && argv[3] == "0"
+	})
+	await(t, late.hits, 2*watchdog, "the write's renewal")
+	r, err := rw.ReadLocker().Acquire(w.Context(), actorlock.LeaseTime(lease))
+	require.NoError(t, err)
+	readBy := time.Now()
+	time.Sleep(700 * time.Millisecond) // the renewal's reply comes
+	require.NoError(t, w.Unlock(ctx))
+	require.NoError(t, r.Err(), "the read is held")
+	assert.False(t, r.ValidUntil().After(readBy.Add(lease)),
+		"the read alone keeps the lock, for its key's lease: valid until %v, not %v", readBy.Add(lease).Format("15:04:05.000"), r.ValidUntil().Format("15:04:05.000"))
+}
