@@ -141,12 +141,15 @@ func (l *runtimeLog) Enabled(_ context.Context, level slog.Level) bool {
 
 func (l *runtimeLog) Handle(_ context.Context, r slog.Record) error {
 	var name string
+	var permits int64
 	var b strings.Builder
 	fmt.Fprintf(&b, "runtime %d logged: %s", l.slot, r.Message)
 	visit := func(a slog.Attr) bool {
 		switch a.Key {
 		case "queue", "semaphore", "latch":
 			name = a.Value.String()
+		case "permits":
+			permits = a.Value.Int64()
 		}
 		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
 		return true
@@ -159,6 +162,12 @@ func (l *runtimeLog) Handle(_ context.Context, r slog.Record) error {
 	if p := m.prims[name]; p != nil {
 		m.mu.Lock()
 		p.record(-1, "%s", b.String())
+		if p.s != nil && strings.Contains(r.Message, "permits may be lost") {
+			// The documented loss (guarantees.md, "Not guaranteed"): an
+			// acquisition whose settling Redis never answered may have
+			// taken its permits for nobody.
+			p.s.unknown = append(p.s.unknown, -permits)
+		}
 		m.mu.Unlock()
 	}
 	return nil
