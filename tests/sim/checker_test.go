@@ -504,10 +504,14 @@ func (m *model) checkLoss(n *nameState, h *hold, cause error) {
 			bound, by = t, what
 		}
 	}
-	// The acquisitions of h's owner alive with it share its validity.
+	// The acquisitions of h's owner alive with it share its validity; not
+	// one whose Unlock was called before h was granted: its release may
+	// have freed the lock first, and h started a fresh hold, which what
+	// renewed that one does not cover.
 	var siblings []*hold
 	for _, g := range n.holds {
-		if g.owner == h.owner && g.slot == h.slot && g.gen == h.gen && !g.since.After(end) && (g.live() || !g.doneSeen.Before(h.since)) {
+		if g.owner == h.owner && g.slot == h.slot && g.gen == h.gen && !g.since.After(end) && (g.live() || !g.doneSeen.Before(h.since)) &&
+			(g == h || g.unlockCalled.IsZero() || !g.unlockCalled.Before(h.since)) {
 			siblings = append(siblings, g)
 		}
 	}
