@@ -127,13 +127,19 @@ func (wk *worker) byMessage() {
 			s.reply = reply
 			msg = s
 		}
-		id := m.begin(wk.id, what+" "+n.name, n.name, 3*time.Second+tol)
+		bound := 3*time.Second + tol
+		if _, ok := msg.(msgRelease); ok {
+			// A release waits while its owner's re-entry is being settled
+			// (up to two call timeouts after that attempt), then runs.
+			bound = 3*wk.w.cfg.callTimeout + tol
+		}
+		id := m.begin(wk.id, what+" "+n.name, n.name, bound)
 		defer m.end(id)
 		sys.Root.Send(pid, msg)
 		select {
 		case r := <-reply:
 			return r
-		case <-time.After(3*time.Second + tol):
+		case <-time.After(bound):
 			return nil // the request check reports it
 		case <-wk.w.ctx.Done():
 			return nil
