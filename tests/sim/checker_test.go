@@ -22,13 +22,15 @@ import (
 //   - orphanBound: a hold in Redis that no live Held or request accounts
 //     for is gone within the call timeout (a give-back and its retries)
 //     plus a lease (a renewal that ran but whose reply was lost keeps it
-//     that long), plus the tolerance.
+//     that long), plus the tolerance; and an Unlock may first wait while
+//     its owner's re-entry is settled, two call timeouts at most
+//     (docs/guarantees.md, "Exactly once").
 //   - tol: how late a timer or a reply may be on this loaded machine.
 func (m *model) lossBound(h *hold) time.Duration { return h.lease + m.w.cfg.tol }
 
 func (m *model) orphanBound() time.Duration {
 	c := m.w.cfg
-	return c.callTimeout + c.maxLease() + c.tol
+	return 3*c.callTimeout + c.maxLease() + c.tol
 }
 
 // sweep checks every name against Redis and the library's objects.

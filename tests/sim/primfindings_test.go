@@ -163,7 +163,7 @@ func (l *runtimeLog) Handle(_ context.Context, r slog.Record) error {
 		m.mu.Lock()
 		p.record(-1, "%s", b.String())
 		if p.s != nil && strings.Contains(r.Message, "permits may be lost") {
-			// The documented loss (guarantees.md, "Not guaranteed"): an
+			// The documented loss (docs/guarantees.md, "Not guaranteed"): an
 			// acquisition whose settling Redis never answered may have
 			// taken its permits for nobody.
 			p.s.unknown = append(p.s.unknown, -permits)
