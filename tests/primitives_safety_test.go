@@ -13,6 +13,7 @@ import (
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/primitive"
 	"github.com/actorlock/actorlock/scripts"
 )
 
@@ -154,18 +155,7 @@ func TestTakeWhoseReplyIsLostLosesNoItem(t *testing.T) {
 	v, err := q.Take(tctx)
 	await(t, lost.ran, 5*time.Second, "the pop ran")
 	p.stop(lost)
-	var taken []string
-	if err == nil {
-		taken = append(taken, string(v))
-	}
-	for {
-		v, ok, err := q.Poll(ctx)
-		require.NoError(t, err)
-		if !ok {
-			break
-		}
-		taken = append(taken, string(v))
-	}
+	taken := takenAndLeft(t, ctx, q, v, err)
 	assert.ElementsMatch(t, []string{"first", "second"}, taken, "every item reaches a taker or is still in the queue")
 	assert.Zero(t, direct.Exists(ctx, name).Val())
 	keys, err := direct.Keys(ctx, "actorlock_request:{"+name+"}:*").Result()
@@ -226,5 +216,23 @@ func TestLateFirstAttemptsOfPrimitivesApplyOnce(t *testing.T) {
 			await(t, held.ran, 5*time.Second, "the first attempt reached Redis, after its retry")
 			c.check(t)
 		})
+	}
+}
+
+// takenAndLeft is the item of a Take that returned (v, err), if any, then
+// every item still in q, drained by Poll.
+func takenAndLeft(t *testing.T, ctx context.Context, q *primitive.BlockingQueue, v []byte, err error) []string {
+	t.Helper()
+	var out []string
+	if err == nil {
+		out = append(out, string(v))
+	}
+	for {
+		v, ok, err := q.Poll(ctx)
+		require.NoError(t, err)
+		if !ok {
+			return out
+		}
+		out = append(out, string(v))
 	}
 }

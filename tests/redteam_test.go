@@ -49,18 +49,7 @@ func TestRedTeamTakeReplayFindingNothingStrandsTheItem(t *testing.T) {
 	defer cancel()
 	v, err := q.Take(tctx)
 	await(t, lost.ran, 5*time.Second, "the first blocking move ran")
-	var got []string
-	if err == nil {
-		got = append(got, string(v))
-	}
-	for {
-		v, ok, err := q.Poll(ctx)
-		require.NoError(t, err)
-		if !ok {
-			break
-		}
-		got = append(got, string(v))
-	}
+	got := takenAndLeft(t, ctx, q, v, err)
 	keys, err := direct.Keys(ctx, "actorlock_request:{"+name+"}:*").Result()
 	require.NoError(t, err)
 	var stranded []string

@@ -119,12 +119,7 @@ func TestPopReachingRedisAfterItsHoldEndedStrandsNothing(t *testing.T) {
 // included.
 func TestReplayedBlockingPopThatFindsNothingLosesNoItem(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p := startRESPProxy(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	rt := newRuntime(t, rdb)
-	direct := client(t, srv.Addr)
+	p, direct, rt := proxied(t)
 	ctx := ctxFor(t, 30*time.Second)
 	const name = "finding-s"
 	q := rt.BlockingQueue(name)
@@ -216,11 +211,7 @@ func TestGiveBackOfAnItemNobodyTookOutlivesARefusedConnection(t *testing.T) {
 // after every release and waits on while it is above zero.
 func TestLatchAwaitIgnoresAZeroFromBeforeTheCountWasSet(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p := startRESPProxy(t, srv.Addr)
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr()})
-	t.Cleanup(func() { _ = rdb.Close() })
-	rt := newRuntime(t, rdb)
+	p, _, rt := proxied(t)
 	ctx := ctxFor(t, 30*time.Second)
 	const name = "finding-u"
 	l := rt.CountDownLatch(name)
