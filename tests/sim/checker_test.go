@@ -23,8 +23,8 @@ import (
 //     for is gone within the call timeout (a give-back and its retries)
 //     plus a lease (a renewal that ran but whose reply was lost keeps it
 //     that long), plus the tolerance; and an Unlock may first wait while
-//     its owner's re-entry is settled, two call timeouts at most
-//     (docs/guarantees.md, "Exactly once").
+//     its owner's re-entry is settled, two call timeouts plus that
+//     attempt's lease at most (docs/guarantees.md, "Exactly once").
 //   - tol: how late a timer or a reply may be on this loaded machine.
 func (m *model) lossBound(h *hold) time.Duration { return h.lease + m.w.cfg.tol }
 

@@ -130,8 +130,9 @@ func (wk *worker) byMessage() {
 		bound := 3*time.Second + tol
 		if _, ok := msg.(msgRelease); ok {
 			// A release waits while its owner's re-entry is being settled
-			// (up to two call timeouts after that attempt), then runs.
-			bound = 3*wk.w.cfg.callTimeout + tol
+			// (up to two call timeouts and the attempt's lease after that
+			// attempt), then runs.
+			bound = 3*wk.w.cfg.callTimeout + wk.w.cfg.maxLease() + tol
 		}
 		id := m.begin(wk.id, what+" "+n.name, n.name, bound)
 		defer m.end(id)
