@@ -31,9 +31,10 @@ import (
 // While Redis work of an owner is unsettled (a give-back, or a run whose
 // outcome is being settled: settleStep), nothing grants to that owner: its
 // attempts are parked and resume when the work is done; so are its
-// releases while that work includes an attempt (a release meanwhile could
-// release what the attempt acted on: a fresh hold a re-entry started after
-// the lock was deleted, reported as an Unlock of the deleted one); hand-offs pass it
+// releases (a release meanwhile could release what the work acts on: a
+// fresh hold a re-entry started after the lock was deleted, reported as an
+// Unlock of the deleted one, or the hold a give-back tried again later
+// expects to find), and while an attempt of it is in flight; hand-offs pass it
 // by, and a grant that comes back meanwhile (its attempt was in flight
 // when the work began) is given back too, not handed to its caller
 // (attempted). A grant in between would let the give-back act on the

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -108,12 +109,23 @@ func (a *lockActor) stop(ctx actor.Context) {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	a.deliverAllGaveUp()
+	if s, ok := a.inflight.(*releaseStep); ok {
+		// Its reply would reach a stopped actor: its outcome stays unknown.
+		s.fail(a, fmt.Errorf("%w before Redis answered the release", ErrClosed))
+	}
 	for _, s := range append(a.steps, a.parked...) {
 		// Releases of what nobody holds any more, and give-backs: best
 		// effort, as nobody is left to retry them.
 		var call scriptCall
 		switch s := s.(type) {
 		case *releaseStep:
+			// Its callers hear now: an owner actor has nothing but this
+			// answer to end its wait (a Go caller's ask ends with Close).
+			if g := s.grant; g != nil && g.ended != nil && !s.told {
+				s.answer(endedRelease(g.ended))
+				s.replies, s.told = nil, true
+			}
+			s.fail(a, fmt.Errorf("%w before the release ran", ErrClosed))
 			if s.grant == nil {
 				call = s.call(a)
 			}

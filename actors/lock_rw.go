@@ -88,20 +88,40 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 		h.count = max(h.count-n, 0)
 		h.reads = h.reads[:min(int64(len(h.reads)), h.count)]
 	}
-	if h.writes == 0 && h.watchdogs == 0 && len(h.reads) > 0 && !mutant.On(9) {
-		// Only reads are left, and nothing renews them: the hold is valid
-		// as long as their keys, whatever the lock's own expiry. A read
-		// release sets that to the longest read-hold key left (of any
-		// owner: ours are a lower bound); after a write release (a
-		// downgrade) it is still the write's, but once the read keys have
-		// expired another reader's release deletes the lock.
-		var until time.Duration
-		for _, k := range h.reads {
-			until = max(until, k.until)
-		}
+	if until, ok := readsOnlyUntil(h, h.reads); ok {
 		h.valid.set(until)
 	}
 	return write
+}
+
+// readsOnlyUntil is how long h is valid once only the read-hold keys are
+// left of it, if nothing else keeps it (no write, nothing renews them):
+// as long as their keys, whatever the lock's own expiry. A read release
+// sets that to the longest read-hold key left (of any owner: ours are a
+// lower bound); after a write release (a downgrade) it is still the
+// write's, but once the read keys have expired another reader's release
+// deletes the lock.
+func readsOnlyUntil(h *hold, keys []readKey) (until time.Duration, ok bool) {
+	if h.writes > 0 || h.watchdogs > 0 || len(keys) == 0 || mutant.On(9) {
+		return 0, false
+	}
+	for _, k := range keys {
+		until = max(until, k.until)
+	}
+	return until, true
+}
+
+// releasingReads: a release of n read holds of h is on its way. Redis
+// deletes the owner's newest read-hold keys when it runs, which may be long
+// before its outcome is known here (its reply lost, its settling slow),
+// and a release is carried through until it runs: from now on the reads
+// left are valid only as long as the keys it leaves (unheld applies the
+// same once its outcome is known).
+func releasingReads(h *hold, n int64) {
+	left := h.reads[:max(min(int64(len(h.reads)), h.count-n), 0)]
+	if until, ok := readsOnlyUntil(h, left); ok && until < h.validUntil() {
+		h.valid.set(until)
+	}
 }
 
 // forceEnds: a forced write unlock ends the write hold, a forced read

@@ -445,11 +445,14 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			return nil
 		}
 	}
-	if a.attempting[s.owner] > 0 && !mutant.On(22) {
+	if (a.attempting[s.owner] > 0 || a.settlingFor(s.owner)) && !mutant.On(22) {
 		// An attempt of the owner may have started a fresh hold (the lock
 		// was deleted under the old one): this release must not release
 		// it in the old one's name. It runs once that is settled (and
-		// what settling found given back).
+		// what settling found given back). Nor may it run while a
+		// give-back of the owner is out: a give-back refused and tried
+		// again later leaves the queue meanwhile, and a release run in
+		// between would take the hold the give-back expects to find.
 		a.parked = append(a.parked, s)
 		return nil
 	}
@@ -459,6 +462,10 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			h.watchdogs--
 			a.syncRenewal(h)
 		}
+	}
+	if _, rw := a.fam.(readWrite); rw && !s.write && h != nil {
+		releasingReads(h, s.holds)
+		a.armValidity()
 	}
 	s.next = a.releaseTarget(h, s)
 	if s.next != nil {

@@ -673,3 +673,77 @@ func TestRenewalSentBeforeADowngradeDoesNotStretchTheRead(t *testing.T) {
 	assert.False(t, r.ValidUntil().After(readBy.Add(lease)),
 		"the read alone keeps the lock, for its key's lease: valid until %v, not %v", readBy.Add(lease).Format("15:04:05.000"), r.ValidUntil().Format("15:04:05.000"))
 }
+
+// Finding AC (simulation, seed 2): an owner's read-hold keys are numbered
+// by count, and a read release deletes the newest, whichever acquisition
+// it releases (Redisson's layout): the reads left are valid only as long
+// as the keys left. A read with a 1 s LeaseTime is re-entered with a 3 s
+// one and unlocked once; the release runs, but its reply and those of its
+// settling are lost for 1.5 s. The re-entry stayed valid for its 3 s
+// lease until the release's outcome was known, while the 1 s key left in
+// Redis expired and a writer got in. A read release now shortens the reads
+// left as it is sent, since it is carried through until it runs.
+func TestReadReleaseInFlightShortensTheReadsLeft(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := proxied(t)
+	other := newRuntime(t, direct)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "read-release-in-flight"
+	read := rt.ReadWriteLock(name).ReadLocker()
+	short, err := read.Acquire(ctx, actorlock.LeaseTime(time.Second))
+	require.NoError(t, err)
+	shortBy := time.Now()
+	long, err := read.Acquire(short.Context(), actorlock.LeaseTime(3*time.Second))
+	require.NoError(t, err)
+	var answer atomic.Bool
+	release := func(c respCommand) bool { return isRelease(c, name, short.Owner(), false) }
+	dropped := p.on(1000, dropReply, 0, func(c respCommand) bool { return !answer.Load() && release(c) })
+	// The Unlock reports the lost reply; the runtime carries the release
+	// through meanwhile.
+	t.Logf("Unlock: %v", short.Unlock(ctx))
+	await(t, dropped.ran, time.Second, "the release, run by Redis, its reply lost")
+	time.Sleep(time.Until(shortBy.Add(1500 * time.Millisecond))) // past the key left
+	assert.False(t, long.ValidUntil().After(shortBy.Add(time.Second)),
+		"the re-entry is valid as long as the key left, until %v, not %v", shortBy.Add(time.Second).Format("15:04:05.000"), long.ValidUntil().Format("15:04:05.000"))
+	othersTry(t, ctx, other.ReadWriteLock(name).WriteLocker(), long, "a writer once the key left expired")
+	answer.Store(true)
+}
+
+// Finding AD (simulation, seed 4): a renewal that Redis held (CLIENT PAUSE
+// WRITE) until after one of the owner's read-hold keys expired still
+// renewed the lock, which the owner's other read kept alive, and was
+// confirmed: the runtime counted the reads valid for another lease. An
+// Unlock of one of them deleted the newest key, and with only the dead one
+// left, the lock; until its reply came back, a writer could get in beside
+// the other read, still valid. A renewal now finds such an owner's holds
+// gone.
+func TestRenewalAfterAReadKeyExpiredFindsTheReadsGone(t *testing.T) {
+	t.Parallel()
+	const watchdog = time.Second
+	p, direct, rt := proxied(t, actorlock.WithWatchdog(watchdog))
+	other := newRuntime(t, direct)
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "renewal-after-a-read-key-expired"
+	read := rt.ReadWriteLock(name).ReadLocker()
+	renewed, err := read.Acquire(ctx)
+	require.NoError(t, err)
+	// Its lease keeps the lock (and the hold, by the runtime's account)
+	// past the pause.
+	leased, err := read.Acquire(renewed.Context(), actorlock.LeaseTime(6*time.Second))
+	require.NoError(t, err)
+	keyOne := fmt.Sprintf("{%s}:%s:rwlock_timeout:1", name, renewed.Owner())
+	require.Positive(t, direct.PTTL(ctx, keyOne).Val(), "the first read's key")
+	// Renewals are held past that key's lease.
+	require.NoError(t, direct.Do(ctx, "CLIENT", "PAUSE", (2*watchdog).Milliseconds(), "WRITE").Err())
+	time.Sleep(2*watchdog + 300*time.Millisecond) // the held renewals run
+	require.Zero(t, direct.Exists(ctx, keyOne).Val(), "the first read's key expired during the pause")
+	// The Unlock's reply is held back while another owner tries.
+	held := p.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, name, renewed.Owner(), false) })
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- renewed.Unlock(ctx) }()
+	if leased.Err() == nil {
+		await(t, held.ran, 2*time.Second, "the Unlock, run by Redis")
+	}
+	othersTry(t, ctx, other.ReadWriteLock(name).WriteLocker(), leased, "a writer once the first read's key expired")
+	t.Logf("Unlock: %v", await(t, unlocked, 5*time.Second, "the Unlock"))
+}
