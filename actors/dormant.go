@@ -71,15 +71,15 @@ func (m *manager) renewReport(ctx actor.Context, rep *renewReport) {
 	if m.draining {
 		return // every hold is being released
 	}
-	for _, e := range rep.renewed {
+	for i, e := range rep.renewed {
 		key := LockKey{Kind: e.kind, Name: e.name}
 		if rec := m.sleeping[key]; rec != nil {
-			if renewed(m.env, &rec.holds, e.owner, e.gen, rep.sentAt, e.reads) {
+			if renewed(m.env, &rec.holds, e.owner, e.gen, rep.sentAt, rep.reads[i]) {
 				m.env.wakeups.set(&rec.wake, ctx.Self(), rec.holds.earliest())
 			}
 			continue
 		}
-		m.deliver(ctx, key, &renewConfirmed{Key: key, Owner: e.owner, Gen: e.gen, SentAt: rep.sentAt, Reads: e.reads})
+		m.deliver(ctx, key, &renewConfirmed{Key: key, Owner: e.owner, Gen: e.gen, SentAt: rep.sentAt, Reads: rep.reads[i]})
 	}
 	for _, e := range rep.gone {
 		key := LockKey{Kind: e.kind, Name: e.name}

@@ -79,8 +79,8 @@ type lockActor struct {
 	// they left the Redis queue (giveUpPlace): their requests are no longer
 	// pending, but the actor owes them an answer, so it may not go idle.
 	heldAnswers int32
-	due         int32 // steps waiting on a timer to run (stepDue)
-	extending   int32 // Extend scripts in flight
+	later       map[step]int // steps waiting on a timer to run (stepDue), and how often
+	extending   int32        // Extend scripts in flight
 
 	drained func() // drain: tells the manager once nothing is left to run
 }
@@ -275,7 +275,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.expireHolds(ctx) // which re-arms, or disarms, a.validity
 		}
 	case *stepDue:
-		a.due--
+		if a.later[m.step]--; a.later[m.step] <= 0 {
+			delete(a.later, m.step)
+		}
 		a.first(m.step) // Close waits for it too: a give-back must not be dropped
 	case *subscribed:
 		a.live = m.Topic == a.subscribed
@@ -439,7 +441,7 @@ func (a *lockActor) kick(ctx actor.Context) {
 	}
 	a.syncSubscription(ctx)
 	a.syncPlaces()
-	if a.draining && a.inflight == nil && len(a.steps) == 0 && a.due == 0 && a.drained != nil {
+	if a.draining && a.inflight == nil && len(a.steps) == 0 && len(a.later) == 0 && a.drained != nil {
 		if len(a.spent) > 0 {
 			a.run(ctx, &spentStep{ids: a.spent}) // its outcome comes back here
 			a.spent = nil

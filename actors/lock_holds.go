@@ -338,9 +338,11 @@ func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt t
 	}
 	until := sentAt.Add(env.Watchdog - Drift(env.Watchdog))
 	h.extend(until)
-	// The renewal extended the read-hold keys it carried, too: not those of
-	// reads granted since it was sent (the registration re-made with them
-	// keeps its gen), whose keys keep their own lease.
+	// The renewal extended the read-hold keys it carried and found, from
+	// the first (rw_renew.lua), too: not those of reads granted since it
+	// was sent (the registration re-made with them keeps its gen), whose
+	// keys keep their own lease, nor one that had expired, nor any after
+	// it.
 	for i := range min(int64(len(h.reads)), reads) {
 		h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
 	}

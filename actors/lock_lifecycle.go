@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -35,7 +34,7 @@ func (a *lockActor) syncSubscription(ctx actor.Context) {
 
 func (a *lockActor) isIdle() bool {
 	return a.holds.len() == 0 && len(a.queue.pending) == 0 && a.inflight == nil && len(a.steps) == 0 && a.subscribed == "" &&
-		a.due == 0 && len(a.settling) == 0 && a.heldAnswers == 0
+		len(a.later) == 0 && len(a.settling) == 0 && a.heldAnswers == 0
 }
 
 // syncIdle runs the idle handshake (idle.go) while idle, or while all
@@ -50,7 +49,7 @@ func (a *lockActor) syncIdle(ctx actor.Context) {
 // (dormant.go): nothing queued, running, timed, subscribed or watched.
 func (a *lockActor) canSleep() bool {
 	if a.holds.len() == 0 || a.draining || len(a.queue.pending) > 0 || a.inflight != nil || len(a.steps) > 0 ||
-		a.subscribed != "" || a.due > 0 || a.extending > 0 || len(a.settling) > 0 || a.heldAnswers > 0 || len(a.parked) > 0 ||
+		a.subscribed != "" || len(a.later) > 0 || a.extending > 0 || len(a.settling) > 0 || a.heldAnswers > 0 || len(a.parked) > 0 ||
 		len(a.watched) > 0 || a.retry.at != 0 || (a.alive != nil && a.alive.at != 0) || since() < a.yieldUntil {
 		return false
 	}
@@ -109,23 +108,26 @@ func (a *lockActor) stop(ctx actor.Context) {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	a.deliverAllGaveUp()
-	if s, ok := a.inflight.(*releaseStep); ok {
+	if s := releaseIn(a.inflight); s != nil {
 		// Its reply would reach a stopped actor: its outcome stays unknown.
-		s.fail(a, fmt.Errorf("%w before Redis answered the release", ErrClosed))
+		s.closed(a, "before Redis answered the release")
 	}
-	for _, s := range append(a.steps, a.parked...) {
+	left := append(a.steps, a.parked...)
+	for s := range a.later {
+		left = append(left, s)
+	}
+	a.later = nil
+	for _, s := range left {
 		// Releases of what nobody holds any more, and give-backs: best
 		// effort, as nobody is left to retry them.
 		var call scriptCall
-		switch s := s.(type) {
-		case *releaseStep:
+		if r := releaseIn(s); r != nil {
 			// Its callers hear now: an owner actor has nothing but this
 			// answer to end its wait (a Go caller's ask ends with Close).
-			if g := s.grant; g != nil && g.ended != nil && !s.told {
-				s.answer(endedRelease(g.ended))
-				s.replies, s.told = nil, true
-			}
-			s.fail(a, fmt.Errorf("%w before the release ran", ErrClosed))
+			r.closed(a, "before the release ran")
+		}
+		switch s := s.(type) {
+		case *releaseStep:
 			if s.grant == nil {
 				call = s.call(a)
 			}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -433,6 +434,30 @@ func (s *releaseStep) fail(a *lockActor, err error) {
 	}
 }
 
+// closed answers every caller of s still waiting, those that joined it
+// after it failed too, when the actor stops: with what became of its hold
+// if that ended, else ErrClosed (why: where the release stood).
+func (s *releaseStep) closed(a *lockActor, why string) {
+	res := ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, fmt.Errorf("%w %s", ErrClosed, why))}
+	if g := s.grant; g != nil && g.ended != nil {
+		res = endedRelease(g.ended)
+	}
+	s.answer(res)
+	s.replies, s.told = nil, true
+}
+
+// releaseIn is the release s runs or settles, if any.
+func releaseIn(s step) *releaseStep {
+	switch s := s.(type) {
+	case *releaseStep:
+		return s
+	case *settleStep:
+		r, _ := s.done.step.(*releaseStep)
+		return r
+	}
+	return nil
+}
+
 func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 	h := a.holds.get(s.owner)
 	if g := s.grant; g != nil {
@@ -684,6 +709,9 @@ func (a *lockActor) retryLater(s step, giveUpAt time.Time) bool {
 
 // runLater runs s first after pause. The actor is not idle meanwhile.
 func (a *lockActor) runLater(pause time.Duration, s step) {
-	a.due++
+	if a.later == nil {
+		a.later = map[step]int{}
+	}
+	a.later[s]++
 	a.env.timers.SendOnce(pause, a.self, &stepDue{step: s})
 }

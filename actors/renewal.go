@@ -66,6 +66,9 @@ func (m *renewGone) lockKey() LockKey      { return m.Key }
 type renewReport struct {
 	sentAt        time.Time
 	renewed, gone []*renewEntry
+	// reads: how many read-hold keys the call renewed of each renewed
+	// entry, from the first (a read-write lock's; 0 for others).
+	reads []int64
 }
 
 type renewTick struct{}
@@ -74,7 +77,7 @@ type renewTick struct{}
 type renewDone struct {
 	sentAt  time.Time
 	batches [][]*renewEntry
-	held    [][]bool // per batch; nil when the call failed
+	held    [][]int64 // per batch (RenewResult); nil when the call failed
 	err     error
 	last    bool        // the part's last chunk
 	round   *renewRound // the round it belongs to
@@ -295,7 +298,7 @@ func (r *renewal) batches() [][]*renewEntry {
 }
 
 func runRenewals(ctx context.Context, rdb redis.UniversalClient, lease time.Duration, batches [][]*renewEntry) *renewDone {
-	done := &renewDone{batches: batches, held: make([][]bool, len(batches))}
+	done := &renewDone{batches: batches, held: make([][]int64, len(batches))}
 	// calls[i] queues batch i on a pipeline, or runs it alone (pipe nil)
 	// after the server answered NOSCRIPT.
 	calls := make([]func(pipe redis.Pipeliner) *redis.Cmd, len(batches))
@@ -363,10 +366,11 @@ func (r *renewal) report(d *renewDone) {
 			if cur == nil || cur.gen != e.gen {
 				continue
 			}
-			if d.held[i][j] {
+			if d.held[i][j] > 0 {
 				r.order.remove(cur)
 				r.order.pushBack(cur)
 				rep.renewed = append(rep.renewed, e)
+				rep.reads = append(rep.reads, min(e.reads, d.held[i][j]-1))
 				continue
 			}
 			delete(r.entries, e.renewKey)

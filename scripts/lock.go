@@ -231,8 +231,10 @@ func renewArgs(lease time.Duration, batch []Renewal) ([]string, []any) {
 	return keys, args
 }
 
-// RenewResult reads which locks of a renewal call are still held.
-func RenewResult(cmd *redis.Cmd, n int) ([]bool, error) {
+// RenewResult reads what a renewal call found of each lock: 0 gone, else
+// held, and renewed; for a read-write lock, 1 plus how many of the owner's
+// read-hold keys it renewed, from the first (rw_renew.lua).
+func RenewResult(cmd *redis.Cmd, n int) ([]int64, error) {
 	v, err := ints(cmd.Val())
 	if cmd.Err() != nil {
 		return nil, cmd.Err()
@@ -240,11 +242,7 @@ func RenewResult(cmd *redis.Cmd, n int) ([]bool, error) {
 	if err != nil || len(v) != n {
 		return nil, fmt.Errorf("scripts: unexpected renew reply %v", cmd.Val())
 	}
-	out := make([]bool, n)
-	for i, x := range v {
-		out[i] = x == 1
-	}
-	return out, nil
+	return v, nil
 }
 
 // optToken renders an optional fencing token: "" when not positive.

@@ -7,32 +7,32 @@
 -- While owner still holds the lock (a read or the write), extends the lock
 -- and the keys of the owner's own read holds, never another owner's (a
 -- reader that died must expire). Never shortens, never re-creates. Returns
--- one entry per key: 1 renewed, 0 gone. A read hold whose key expired
--- (the renewal came late: Redis was paused) is gone although the lock
--- lives on for the owner's other holds: a release of the owner deletes its
--- newest key, and with only dead keys left, the lock. Then nothing is
--- renewed, and the owner's holds are gone. (Keys beyond the owner's count
--- now were released since the renewal was sent.)
+-- one entry per key: 0 gone, else 1 plus how many of the owner's read-hold
+-- keys it carried, from the first on, it found and renewed. A key that
+-- expired (its read's own LeaseTime ran out, or the renewal came late:
+-- Redis was paused) is not renewed, nor counted, nor any after it: a
+-- release deletes the owner's newest key whichever read it releases, so
+-- the reads left are valid only as long as their keys, which the runtime
+-- must not think longer than they are. (Keys beyond the owner's count now
+-- were released since the renewal was sent.)
 local lease = tonumber(ARGV[1])
 local out = {}
 for i, key in ipairs(KEYS) do
   local b = 4 * i - 2
-  local held = redis.call('hexists', key, ARGV[b]) == 1 or redis.call('hexists', key, ARGV[b + 1]) == 1
-  local reads = math.min(tonumber(ARGV[b + 2]), tonumber(redis.call('hget', key, ARGV[b]) or '0'))
-  for n = 1, reads do
-    if held and redis.call('exists', ARGV[b + 3] .. ':' .. n) == 0 then
-      held = false
-    end
-  end
-  if held then
+  if redis.call('hexists', key, ARGV[b]) == 1 or redis.call('hexists', key, ARGV[b + 1]) == 1 then
     if redis.call('pttl', key) < lease then
       redis.call('pexpire', key, lease)
     end
     follow(counter_of(key), key)
+    local reads = math.min(tonumber(ARGV[b + 2]), tonumber(redis.call('hget', key, ARGV[b]) or '0'))
+    local renewed, whole = 0, true
     for n = 1, reads do
-      redis.call('pexpire', ARGV[b + 3] .. ':' .. n, lease)
+      whole = redis.call('pexpire', ARGV[b + 3] .. ':' .. n, lease) == 1 and whole
+      if whole then
+        renewed = n
+      end
     end
-    out[i] = 1
+    out[i] = 1 + renewed
   else
     out[i] = 0
   end

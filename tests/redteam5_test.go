@@ -1,11 +1,7 @@
 package tests
 
 import (
-	"bufio"
 	"context"
-	"io"
-	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,138 +18,6 @@ import (
 
 // The fifth red-team pass over issue 31's and issue 33's runtime: each
 // test failed before its defect was fixed.
-
-// errInjector sits between a respProxy and Redis and answers the commands
-// a rule picks with an error reply of its own instead of sending them on
-// (a refusal Redis might have given: BUSY, OOM, MISCONF), one command at a
-// time per connection, so that replies stay paired with their commands.
-// The respProxy cannot do that: its refusal closes the connection, which a
-// client meets as an unknown outcome, not as a refusal.
-type errInjector struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	rule   func(respCommand) string // "" passes the command on; else the error line (without '-')
-	hits   atomic.Int64
-	wg     sync.WaitGroup
-	conns  map[net.Conn]struct{}
-}
-
-func startErrInjector(t *testing.T, target string) *errInjector {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	e := &errInjector{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	e.wg.Add(1)
-	go e.accept()
-	t.Cleanup(e.close)
-	return e
-}
-
-func (e *errInjector) Addr() string { return e.ln.Addr().String() }
-
-func (e *errInjector) set(rule func(respCommand) string) {
-	e.mu.Lock()
-	e.rule = rule
-	e.mu.Unlock()
-}
-
-func (e *errInjector) errorFor(c respCommand) string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.rule == nil {
-		return ""
-	}
-	if msg := e.rule(c); msg != "" {
-		e.hits.Add(1)
-		return msg
-	}
-	return ""
-}
-
-func (e *errInjector) accept() {
-	defer e.wg.Done()
-	for {
-		client, err := e.ln.Accept()
-		if err != nil {
-			return
-		}
-		server, err := net.Dial("tcp", e.target)
-		if err != nil {
-			_ = client.Close()
-			continue
-		}
-		e.mu.Lock()
-		e.conns[client], e.conns[server] = struct{}{}, struct{}{}
-		e.mu.Unlock()
-		e.wg.Add(1)
-		go e.serve(client, server)
-	}
-}
-
-func (e *errInjector) serve(client, server net.Conn) {
-	defer e.wg.Done()
-	defer client.Close()
-	defer server.Close()
-	in, out := bufio.NewReader(client), bufio.NewReader(server)
-	for {
-		raw, err := readRESP(in)
-		if err != nil {
-			return
-		}
-		c := parseCommand(raw)
-		if len(c) == 0 {
-			return
-		}
-		if msg := e.errorFor(c); msg != "" {
-			if _, err := client.Write([]byte("-" + msg + "\r\n")); err != nil {
-				return
-			}
-			continue
-		}
-		if _, err := server.Write(raw); err != nil {
-			return
-		}
-		switch c.name() {
-		case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE":
-			go func() { _, _ = io.Copy(server, in) }()
-			_, _ = io.Copy(client, out)
-			return
-		}
-		reply, err := readRESP(out)
-		if err != nil {
-			return
-		}
-		if _, err := client.Write(reply); err != nil {
-			return
-		}
-	}
-}
-
-func (e *errInjector) close() {
-	_ = e.ln.Close()
-	e.mu.Lock()
-	for c := range e.conns {
-		_ = c.Close()
-	}
-	e.mu.Unlock()
-	e.wg.Wait()
-}
-
-// injected is a Redis, a runtime that reaches it through a respProxy in
-// front of an errInjector, and a direct client; the lock scripts are
-// loaded already.
-func injected(t *testing.T, opts ...actorlock.Option) (*respProxy, *errInjector, *redis.Client, *actorlock.Runtime) {
-	t.Helper()
-	srv := startRedis(t)
-	inj := startErrInjector(t, srv.Addr)
-	p := startRESPProxy(t, inj.Addr())
-	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
-	t.Cleanup(func() { _ = rdb.Close() })
-	rt := newRuntime(t, rdb, opts...)
-	warmScripts(t, rt)
-	return p, inj, client(t, srv.Addr), rt
-}
 
 // RT5-1 (pass 4's suspicion 2). A release parked behind its owner's
 // unsettled re-entry resumes when the settling ends (giveback.go settled:
@@ -174,7 +38,13 @@ func injected(t *testing.T, opts ...actorlock.Option) (*respProxy, *errInjector,
 func TestRedTeam5ReleaseRunsBetweenARefusedGiveBackAndItsRetry(t *testing.T) {
 	t.Parallel()
 	const callTimeout, lease = time.Second, 20 * time.Second
-	p, inj, direct, rt := injected(t, actorlock.WithCallTimeout(callTimeout), actorlock.WithWatchdog(lease))
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	rt := newRuntime(t, rdb, actorlock.WithCallTimeout(callTimeout), actorlock.WithWatchdog(lease))
+	warmScripts(t, rt)
+	direct := client(t, srv.Addr)
 	other := newRuntime(t, direct)
 	ctx := ctxFor(t, 60*time.Second)
 	const name = "rt5-release-between-giveback"
@@ -191,17 +61,18 @@ func TestRedTeam5ReleaseRunsBetweenARefusedGiveBackAndItsRetry(t *testing.T) {
 	held := p.on(1000, dropReply, 0, func(c respCommand) bool { return !answer.Load() && reentry(c) && settling(c) })
 	// The re-entry's give-back is refused (BUSY) for a call timeout and a
 	// bit from its first try: its first run fails, its retry passes.
-	var firstUndo atomic.Int64
-	inj.set(func(c respCommand) string {
+	var firstUndo, refusals atomic.Int64
+	p.on(1000, busy, 0, func(c respCommand) bool {
 		if !isRelease(c, name, owner, true) || settling(c) {
-			return ""
+			return false
 		}
 		now := time.Now().UnixNano()
 		firstUndo.CompareAndSwap(0, now)
-		if now-firstUndo.Load() < int64(callTimeout+300*time.Millisecond) {
-			return "BUSY Redis is busy running a script (injected)"
+		if now-firstUndo.Load() >= int64(callTimeout+300*time.Millisecond) {
+			return false
 		}
-		return ""
+		refusals.Add(1)
+		return true
 	})
 
 	_, err = rt.Lock(name).TryAcquire(outer.Context())
@@ -215,9 +86,9 @@ func TestRedTeam5ReleaseRunsBetweenARefusedGiveBackAndItsRetry(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the Unlock is parked behind the settling
 	answer.Store(true)
 	err = await(t, unlocked, 15*time.Second, "the Unlock, once the re-entry is settled")
-	t.Logf("Unlock: %v; give-back tries refused: %d; Redis now: %v", err, inj.hits.Load(), direct.HGetAll(ctx, name).Val())
+	t.Logf("Unlock: %v; give-back tries refused: %d; Redis now: %v", err, refusals.Load(), direct.HGetAll(ctx, name).Val())
 	require.NoError(t, err)
-	require.Positive(t, inj.hits.Load(), "the give-back was refused at least once")
+	require.Positive(t, refusals.Load(), "the give-back was refused at least once")
 
 	// Nobody holds the lock: the re-entry was given back, the outer hold
 	// unlocked. Redis must let another owner in (well before the lease).

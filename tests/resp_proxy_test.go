@@ -44,6 +44,7 @@ const (
 	dropReply                          // the command runs; its reply is dropped and the connection closed
 	refuse                             // the connection is closed before the command is sent
 	holdCommand                        // the command reaches Redis d late, whatever the client does meanwhile
+	busy                               // the command is not sent; the client is answered a BUSY error, as Redis refuses while a script runs too long
 )
 
 // proxyRule acts on up to times commands that match (then lets them pass).
@@ -165,6 +166,8 @@ type pendingReply struct {
 	rule *proxyRule // nil: none acts on it
 	cmd  respCommand
 	raw  bool // the connection subscribed: copy everything from now on
+	// refusal: the reply the proxy gives itself (the command was not sent).
+	refusal []byte
 }
 
 // serve carries one connection: commands one by one to Redis, each reply
@@ -201,6 +204,9 @@ func (p *respProxy) serve(client, server net.Conn) {
 			return
 		case r.act == holdCommand:
 			time.Sleep(r.d)
+		case r.act == busy:
+			pending <- pendingReply{refusal: []byte("-BUSY Redis is busy running a script (the test proxy)\r\n")}
+			continue
 		}
 		if _, err := server.Write(raw); err != nil {
 			return
@@ -224,6 +230,10 @@ func (p *respProxy) replies(client, server net.Conn, pending <-chan pendingReply
 		if r.raw {
 			_, _ = io.Copy(client, in)
 			return
+		}
+		if r.refusal != nil {
+			_, _ = client.Write(r.refusal)
+			continue
 		}
 		reply, err := readRESP(in)
 		if err != nil {
