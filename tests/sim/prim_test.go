@@ -293,9 +293,7 @@ func (pw *primWorker) dur(lo, hi time.Duration) time.Duration {
 }
 
 func (pw *primWorker) runtime() (*actorlock.Runtime, int) {
-	pw.s.mu.RLock()
-	defer pw.s.mu.RUnlock()
-	return pw.s.rt, pw.s.gen
+	return pw.s.current()
 }
 
 // call runs one tracked call on p that must be answered within bound

@@ -38,13 +38,18 @@ func isRelease(name, field string) func(scriptCall) bool {
 // acquireOnce is one tracked acquisition by a scenario, waiting up to wait.
 // write: l is a write side.
 func (wk *worker) acquireOnce(ctx context.Context, n *nameState, gen int, l *actorlock.Lock, write bool, what string, wait time.Duration, opts ...actorlock.AcquireOption) *hold {
+	return wk.acquireOn(ctx, n, wk.s.idx, gen, l, write, what, wait, opts...)
+}
+
+// acquireOn is acquireOnce through the runtime in slot (l is its lock).
+func (wk *worker) acquireOn(ctx context.Context, n *nameState, slot, gen int, l *actorlock.Lock, write bool, what string, wait time.Duration, opts ...actorlock.AcquireOption) *hold {
 	c := wk.w.cfg
 	wk.w.ops.Add(1)
 	asked := time.Now()
 	h, err := wk.tracked(n, "", what, wait+c.callTimeout+c.tol, func() (*actorlock.Held, error) {
 		return l.Acquire(ctx, append(opts, actorlock.WaitTime(wait))...)
 	})
-	return wk.acquired(n, gen, h, err, what, asked, write)
+	return wk.acquiredOn(n, slot, gen, h, err, what, asked, write)
 }
 
 // pause waits d, or until the run ends (false then).
@@ -77,9 +82,7 @@ func (wk *worker) contend(n *nameState, write bool, wait time.Duration, what str
 	if s == nil {
 		return
 	}
-	s.mu.RLock()
-	rt, gen := s.rt, s.gen
-	s.mu.RUnlock()
+	rt, gen := s.current()
 	ctx, cancel := context.WithTimeout(wk.w.ctx, wait+wk.w.cfg.callTimeout)
 	defer cancel()
 	c := wk.w.cfg
@@ -191,23 +194,20 @@ func (wk *worker) releaseOutage() {
 // and re-enters; the re-entry's script reaches Redis after the old hold
 // expired there (it left late), starting a fresh hold, while the old hold,
 // expired locally, is being given back "if X's count is 1". X's new hold
-// must stay X's.
+// must stay X's. (An exclusive kind's give-back also asks that the fencing
+// counter hold the old hold's token, which a fresh hold moved: a read's has
+// only the count to go by.)
 func (wk *worker) lateReentry() {
 	m, c := wk.w.model, wk.w.cfg
 	rt, gen, f := wk.slotNow()
-	kind := []int{kLock, kFair}[wk.rng.IntN(2)]
+	kind := []int{kLock, kFair, kRW}[wk.rng.IntN(3)]
 	n, owner := wk.take(kind, scLateReentry, gen)
 	if n == nil {
 		return
 	}
 	defer m.free(n)
 	x := owner("x")
-	var l *actorlock.Lock
-	if kind == kFair {
-		l = rt.FairLock(n.name, actorlock.WithOwner(x))
-	} else {
-		l = rt.Lock(n.name, actorlock.WithOwner(x))
-	}
+	l := handle(rt, n, false, actorlock.WithOwner(x))            // a read-write lock's read side
 	ctx, cancel := context.WithTimeout(wk.w.ctx, 30*time.Second) // the run's end cuts it short
 	defer cancel()
 	const lease = 800 * time.Millisecond
@@ -218,7 +218,7 @@ func (wk *worker) lateReentry() {
 	defer wk.release(n, old)
 	late := f.aimAt(&aim{kind: fDelay, early: true, delay: lease + time.Duration(300+wk.rng.IntN(600))*time.Millisecond, left: 1,
 		match: func(sc scriptCall) bool {
-			return (sc.script == "lock_acquire" || sc.script == "fair_acquire") && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == x
+			return (sc.script == "lock_acquire" || sc.script == "fair_acquire" || sc.script == "rw_read_acquire") && arg(sc.keys, 0) == n.name && arg(sc.argv, 1) == x
 		}})
 	defer f.unaim(late)
 	// The give-back's reply comes back late: until it does, the runtime
@@ -226,7 +226,7 @@ func (wk *worker) lateReentry() {
 	// live Held is there for the exclusion check to see (heldInRedis).
 	slow := f.aimAt(&aim{kind: fDelay, delay: min(500*time.Millisecond, f.readTimeout-50*time.Millisecond), left: 1,
 		match: func(sc scriptCall) bool {
-			return (sc.script == "lock_unlock" || sc.script == "fair_unlock") && arg(sc.argv, 3) != "" && // a give-back
+			return (sc.script == "lock_unlock" || sc.script == "fair_unlock" || sc.script == "rw_read_unlock") && arg(sc.argv, 3) != "" && // a give-back
 				arg(sc.keys, 0) == n.name && arg(sc.argv, 0) == x
 		}})
 	defer f.unaim(slow)
@@ -241,9 +241,9 @@ func (wk *worker) lateReentry() {
 		return
 	}
 	wk.w.judged[scLateReentry].Add(1)
-	// A give-back still out runs now; then another owner tries, and the
-	// watchdog's next round finds whether X's new hold is there.
-	time.Sleep(200 * time.Millisecond)
+	// A give-back still out runs now: X's new hold must stay in Redis
+	// while it is valid. Then another owner tries.
+	wk.watchHeld(ctx, n, 300*time.Millisecond)
 	wk.contend(n, false, c.watchdog/2, "scenario late re-entry: another owner")
 }
 

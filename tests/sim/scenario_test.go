@@ -21,7 +21,7 @@ import (
 // on the way means the scenario judges nothing: its check assumes none.
 
 // scenarioNames is how many names of each kind scenarios share.
-const scenarioNames = 2
+const scenarioNames = 4
 
 // The scenarios, for their counts (world.scenarios).
 const (
@@ -33,13 +33,49 @@ const (
 	scDowngrade     // B
 	scFairOrder     // E
 	scLateGiveBack  // finding Z (scenarioz_test.go)
+	// scenario_owners_test.go:
+	scSharedOwner     // findings W and X
+	scSettlingReentry // finding AA
+	scDeadFairWaiter  // defect F
 	nScenarios
 )
 
-var scenarioKinds = [nScenarios]string{"give-back", "fair line", "late release", "release outage", "late re-entry", "downgrade", "fair order", "late give-back"}
+var scenarioKinds = [nScenarios]string{"give-back", "fair line", "late release", "release outage", "late re-entry", "downgrade", "fair order", "late give-back",
+	"shared owner", "settling re-entry", "dead fair waiter"}
 
+// runScenarios is a scenario worker's loop: a scenario that found no free
+// name of its kind waits a little before the next is drawn.
+func (wk *worker) runScenarios() {
+	for wk.w.ctx.Err() == nil {
+		started := wk.w.scenariosStarted()
+		wk.scenario()
+		if wk.w.scenariosStarted() == started {
+			wk.pause(50 * time.Millisecond)
+		}
+	}
+}
+
+func (w *world) scenariosStarted() int64 {
+	var sum int64
+	for k := range w.scenarios {
+		sum += w.scenarios[k].Load()
+	}
+	return sum
+}
+
+// scenario runs one scenario, of a kind drawn among those SIM_SCENARIOS
+// leaves.
 func (wk *worker) scenario() {
-	switch wk.rng.IntN(nScenarios) {
+	var kinds []int
+	for k := 0; k < nScenarios; k++ {
+		if wk.w.cfg.scenarioMask&(1<<k) != 0 {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	switch kinds[wk.rng.IntN(len(kinds))] {
 	case scGiveBack:
 		wk.giveBackMeetsAHandOff()
 	case scFairLine:
@@ -56,6 +92,12 @@ func (wk *worker) scenario() {
 		wk.fairOrder()
 	case scLateGiveBack:
 		wk.lateGiveBack()
+	case scSharedOwner:
+		wk.sharedOwner()
+	case scSettlingReentry:
+		wk.settlingReentry()
+	case scDeadFairWaiter:
+		wk.deadFairWaiter()
 	}
 }
 
@@ -122,6 +164,11 @@ func (m *model) faultless(n *nameState, from time.Time, stalls bool) bool {
 // acquired registers a hold a scenario got (nil for an error), asked for
 // at asked (write: a write hold).
 func (wk *worker) acquired(n *nameState, gen int, h *actorlock.Held, err error, what string, asked time.Time, write bool) *hold {
+	return wk.acquiredOn(n, wk.s.idx, gen, h, err, what, asked, write)
+}
+
+// acquiredOn is acquired for a hold through the runtime in slot.
+func (wk *worker) acquiredOn(n *nameState, slot, gen int, h *actorlock.Held, err error, what string, asked time.Time, write bool) *hold {
 	m := wk.w.model
 	if err != nil {
 		m.mu.Lock()
@@ -129,7 +176,7 @@ func (wk *worker) acquired(n *nameState, gen int, h *actorlock.Held, err error, 
 		m.mu.Unlock()
 		return nil
 	}
-	hd := m.addHold(n, wk.id, wk.s.idx, gen, h, write, false, asked)
+	hd := m.addHold(n, wk.id, slot, gen, h, write, false, asked)
 	m.mu.Lock()
 	// WithOwner ids: see acquire.
 	m.taint(n, hd.field, time.Now())

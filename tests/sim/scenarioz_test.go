@@ -31,9 +31,7 @@ func (wk *worker) lateGiveBack() {
 		return
 	}
 	defer m.free(n)
-	other.mu.RLock()
-	rtB, genB := other.rt, other.gen
-	other.mu.RUnlock()
+	rtB, genB := other.current()
 	x := owner("x")
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(wk.w.ctx, 30*time.Second) // the run's end cuts it short

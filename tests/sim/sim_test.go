@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,8 @@ var ciSeeds = []uint64{1, 2, 3, 4}
 // TestSim runs the simulation over ciSeeds for SIM_DURATION in total
 // (default 60 s, 30 s under -race), or one seed (SIM_SEED) for that long.
 // SIM_OPS and SIM_FAULTS take a comma list of kinds to leave out
-// ("-tiny-lease,-restart"); SIM_SHRINK bounds the shrinking of a failure
+// ("-tiny-lease,-restart"), SIM_SCENARIOS one of the only scenarios to run
+// ("late-re-entry,shared-owner"); SIM_SHRINK bounds the shrinking of a failure
 // (default 45s, 0: none); SIM_KNOWN=2,3,5 counts violations shaped like
 // those defects of issue 23 instead of failing (8: two Helds of one owner
 // unlocked at once, found by this simulation), and SIM_KNOWN=A,C those of
@@ -134,6 +136,16 @@ func narrow(c *config) error {
 	}
 	if !c.opOn(opClose) {
 		c.closeEvery = 0
+	}
+	if list := os.Getenv("SIM_SCENARIOS"); list != "" {
+		c.scenarioMask = 0
+		for _, item := range strings.Split(list, ",") {
+			k := slices.IndexFunc(scenarioKinds[:], func(kind string) bool { return strings.ReplaceAll(kind, " ", "-") == strings.TrimSpace(item) })
+			if k < 0 {
+				return fmt.Errorf("SIM_SCENARIOS: unknown scenario %q (scenarios: %s)", item, strings.ReplaceAll(strings.Join(scenarioKinds[:], ","), " ", "-"))
+			}
+			c.scenarioMask |= 1 << k
+		}
 	}
 	for _, v := range []struct {
 		env string

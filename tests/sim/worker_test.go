@@ -54,6 +54,8 @@ type worker struct {
 	rng    *rand.Rand
 	holds  []*hold
 	groups []*groupHold
+	// scenarios: the worker runs aimed scenarios only (config.scenarioWorkers).
+	scenarios bool
 }
 
 type groupHold struct {
@@ -68,6 +70,10 @@ func newWorker(w *world, s *slot, id int) *worker {
 
 func (wk *worker) run() {
 	c := wk.w.cfg
+	if wk.scenarios {
+		wk.runScenarios()
+		return
+	}
 	total := 0
 	for k, wt := range opWeights {
 		if c.opOn(k) {
@@ -104,9 +110,7 @@ func (wk *worker) run() {
 
 // snapshot is the runtime a step uses (a Close mid-run may replace it).
 func (wk *worker) snapshot() (*actorlock.Runtime, int) {
-	wk.s.mu.RLock()
-	defer wk.s.mu.RUnlock()
-	return wk.s.rt, wk.s.gen
+	return wk.s.current()
 }
 
 func (wk *worker) pickName(kinds ...int) *nameState {
@@ -585,18 +589,7 @@ func (wk *worker) del() {
 			n = m.names[parent.name]
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	from := time.Now()
-	// Recorded before the call (see force).
-	m.breakName(n, from, from.Add(2*time.Second+wk.w.cfg.callTimeout))
-	err := wk.w.admin.Del(ctx, n.name).Err()
-	if err == nil {
-		m.deleted(n, from, time.Now())
-	}
-	m.mu.Lock()
-	n.record(wk.id, "DEL by another client -> %s", errKind(err))
-	m.mu.Unlock()
+	wk.deleteName(context.Background(), n, "DEL by another client")
 	if parent != nil {
 		wk.acquire(opReenter, parent, false)
 	}
@@ -832,9 +825,7 @@ func (wk *worker) ownerPair() {
 	out := make([]got, 2)
 	var wg sync.WaitGroup
 	for i, s := range slots {
-		s.mu.RLock()
-		rt, gen := s.rt, s.gen
-		s.mu.RUnlock()
+		rt, gen := s.current()
 		ctxTimeout, opts, bound, _ := wk.acquireOpts(n, false)
 		if n.kind == kFair {
 			bound += wk.w.cfg.callTimeout

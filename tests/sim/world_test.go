@@ -63,6 +63,11 @@ type config struct {
 	// all (spread over the runtimes).
 	primNames   [nPrimKinds]int
 	primWorkers int
+	// scenarioWorkers run aimed scenarios only (scenario_test.go), the
+	// run's share kept for them whatever else it does; scenarioMask: the
+	// scenario kinds drawn (SIM_SCENARIOS).
+	scenarioWorkers int
+	scenarioMask    uint32
 }
 
 func (c *config) faultOn(k int) bool { return c.faultMask&(1<<k) != 0 }
@@ -134,6 +139,10 @@ func drawConfig(seed uint64, d time.Duration) *config {
 	if raceEnabled {
 		c.primWorkers /= 2
 	}
+	// Enough to keep most scenario names busy: each scenario has a name
+	// of its own kind reserved while it runs (scenarioNames per kind).
+	c.scenarioWorkers = 3 + r.IntN(2)
+	c.scenarioMask = 1<<nScenarios - 1
 	return c
 }
 
@@ -196,6 +205,13 @@ type slot struct {
 	rt  *actorlock.Runtime
 	rdb *redis.Client
 	f   *faults
+}
+
+// current is the slot's runtime and its generation.
+func (s *slot) current() (*actorlock.Runtime, int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.rt, s.gen
 }
 
 func (w *world) stop() { w.cancel() }
@@ -382,6 +398,14 @@ func runWorld(c *config, logf func(string, ...any)) (*result, error) {
 		primWorkers = append(primWorkers, pw)
 		wg.Add(1)
 		go func() { defer wg.Done(); pw.run() }()
+	}
+	// The scenario workers, numbered after those.
+	for i := 0; i < c.scenarioWorkers && c.opOn(opScenario); i++ {
+		wk := newWorker(w, w.slots[i%len(w.slots)], len(workers)+c.primWorkers+i)
+		wk.scenarios = true
+		workers = append(workers, wk)
+		wg.Add(1)
+		go func() { defer wg.Done(); wk.run() }()
 	}
 	var wardens sync.WaitGroup
 	for i, p := range w.model.primList {
