@@ -331,21 +331,27 @@ func (s *holdSet) earliest() time.Duration {
 // renewed applies a renewal of registration gen, sent at sentAt with the
 // first reads read-hold keys of the owner, to the hold of owner, if that
 // registration is still the hold's, and reports whether it did.
-func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt time.Time, reads int64) bool {
+func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt time.Time, found int64) bool {
 	h := holds.get(owner)
 	if h == nil || h.gen != gen {
 		return false
 	}
 	until := sentAt.Add(env.Watchdog - Drift(env.Watchdog))
-	h.extend(until)
-	// The renewal extended the read-hold keys it carried and found, from
-	// the first (rw_renew.lua), too: not those of reads granted since it
-	// was sent (the registration re-made with them keeps its gen), whose
-	// keys keep their own lease, nor one that had expired, nor any after
-	// it.
-	for i := range min(int64(len(h.reads)), reads) {
-		h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
+	// The renewal extended the read-hold keys it carried and found
+	// (rw_renew.lua), too: not those of reads granted since it was sent
+	// (the registration re-made with them keeps its gen), whose keys keep
+	// their own lease, nor one that had expired.
+	for i := range min(len(h.reads), 50) {
+		if found&(1<<i) != 0 {
+			h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
+		}
 	}
+	if left, ok := readsOnlyUntil(h, h.reads); ok {
+		// Reads alone keep the lock: as long as their keys.
+		h.valid.set(left)
+		return true
+	}
+	h.extend(until)
 	return true
 }
 

@@ -94,15 +94,16 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 	return write
 }
 
-// readsOnlyUntil is how long h is valid once only the read-hold keys are
-// left of it, if nothing else keeps it (no write, nothing renews them):
-// as long as their keys, whatever the lock's own expiry. A read release
-// sets that to the longest read-hold key left (of any owner: ours are a
-// lower bound); after a write release (a downgrade) it is still the
-// write's, but once the read keys have expired another reader's release
-// deletes the lock.
+// readsOnlyUntil is how long h is valid when only its read-hold keys keep
+// the lock (it has no write): as long as their keys, whatever the lock's
+// own expiry, the watchdog's renewals included, which renew the keys they
+// find. A read release sets the lock's expiry to the longest read-hold key
+// left (of any owner: ours are a lower bound), or deletes the lock when
+// every key left has expired; after a write release (a downgrade) the
+// expiry is still the write's, but once the read keys have expired another
+// reader's release deletes the lock.
 func readsOnlyUntil(h *hold, keys []readKey) (until time.Duration, ok bool) {
-	if h.writes > 0 || h.watchdogs > 0 || len(keys) == 0 || mutant.On(9) {
+	if h.writes > 0 || len(keys) == 0 || mutant.On(9) {
 		return 0, false
 	}
 	for _, k := range keys {

@@ -44,7 +44,7 @@ type renewConfirmed struct {
 	Owner  string
 	Gen    uint64
 	SentAt time.Time
-	Reads  int64 // the read holds whose keys it renewed (read-write lock)
+	Reads  int64 // the read-hold keys it found and renewed, bit n-1 for key n (read-write lock)
 }
 
 // renewGone tells a lock actor that Redis no longer has registration Gen's
@@ -66,8 +66,8 @@ func (m *renewGone) lockKey() LockKey      { return m.Key }
 type renewReport struct {
 	sentAt        time.Time
 	renewed, gone []*renewEntry
-	// reads: how many read-hold keys the call renewed of each renewed
-	// entry, from the first (a read-write lock's; 0 for others).
+	// reads: the read-hold keys the call found and renewed of each renewed
+	// entry, bit n-1 for key n (a read-write lock's; 0 for others).
 	reads []int64
 }
 
@@ -370,7 +370,7 @@ func (r *renewal) report(d *renewDone) {
 				r.order.remove(cur)
 				r.order.pushBack(cur)
 				rep.renewed = append(rep.renewed, e)
-				rep.reads = append(rep.reads, min(e.reads, d.held[i][j]-1))
+				rep.reads = append(rep.reads, d.held[i][j]-1)
 				continue
 			}
 			delete(r.entries, e.renewKey)

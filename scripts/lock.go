@@ -232,8 +232,8 @@ func renewArgs(lease time.Duration, batch []Renewal) ([]string, []any) {
 }
 
 // RenewResult reads what a renewal call found of each lock: 0 gone, else
-// held, and renewed; for a read-write lock, 1 plus how many of the owner's
-// read-hold keys it renewed, from the first (rw_renew.lua).
+// held, and renewed; for a read-write lock, 1 plus a mask of the owner's
+// read-hold keys it found and renewed, bit n-1 for key n (rw_renew.lua).
 func RenewResult(cmd *redis.Cmd, n int) ([]int64, error) {
 	v, err := ints(cmd.Val())
 	if cmd.Err() != nil {
