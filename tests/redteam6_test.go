@@ -93,8 +93,9 @@ func TestRedTeam6ShortReentryUnderAWatchdogReadEndsTheRead(t *testing.T) {
 // read: once the short read's key has expired before a renewal, the whole
 // hold ends as lost and Redis keeps the write (and the long read's key,
 // which stretched the lock) for the long read's whole lease, held by
-// nobody: no writer gets in for a minute (docs/guarantees.md, "A lost hold
-// is given back": "released in Redis as soon as Redis answers").
+// nobody: no writer gets in for a minute (docs/guarantees.md,
+// "A lost hold is given back": "released in Redis as soon as Redis
+// answers").
 func TestRedTeam6HoldEndedByADeadReadKeyIsNotGivenBack(t *testing.T) {
 	t.Parallel()
 	const watchdog = time.Second
