@@ -341,19 +341,24 @@ func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt t
 	// (rw_renew.lua), too: not those of reads granted since it was sent
 	// (the registration re-made with them keeps its gen), whose keys keep
 	// their own lease, nor one that had expired.
-	for i := range min(len(h.reads), 50) {
+	for i := range min(len(h.reads), renewMaskKeys) {
 		if found&(1<<i) != 0 {
 			h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
 		}
 	}
-	if left, ok := readsOnlyUntil(h, h.reads); ok {
-		// Reads alone keep the lock: as long as their keys.
+	// Reads alone keep the lock: as long as their keys (keys past the mask
+	// are not reported: then as before, as long as the renewal says).
+	if left, ok := readsOnlyUntil(h, h.reads); ok && len(h.reads) <= renewMaskKeys {
 		h.valid.set(left)
 		return true
 	}
 	h.extend(until)
 	return true
 }
+
+// renewMaskKeys is how many of an owner's read-hold keys a renewal reports
+// on (rw_renew.lua).
+const renewMaskKeys = 50
 
 // holdSet is the holds of a lock actor by owner. Nearly every held name has
 // one owner: it is kept in one, without a map (a Go map with one entry takes

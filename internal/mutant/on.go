@@ -5,12 +5,23 @@ package mutant
 import (
 	"os"
 	"strconv"
+	"strings"
 )
 
-// active is the defect ACTORLOCK_MUTANT names (0: none), read once.
-var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
+// active is the defects ACTORLOCK_MUTANT names, read once: one number, or
+// several joined by "+" (a defect whose effect another fix masks, shown
+// with that fix off too); none is 0.
+var active = func() map[int]bool {
+	on := map[int]bool{}
+	for _, f := range strings.Split(os.Getenv("ACTORLOCK_MUTANT"), "+") {
+		if n, err := strconv.Atoi(f); err == nil && n > 0 {
+			on[n] = true
+		}
+	}
+	return on
+}()
 
-// On reports whether defect n is switched back on: n = ACTORLOCK_MUTANT.
+// On reports whether defect n is switched back on: ACTORLOCK_MUTANT names it.
 // The numbers are those of the seven lock-runtime defects found by review
 // (CHANGELOG, 0.x "Fixed"): 1 hand-off during a give-back, 2 re-entry
 // merged into a lost hold, 3 retried unlock misjudged after a re-entry,
@@ -36,4 +47,4 @@ var active, _ = strconv.Atoi(os.Getenv("ACTORLOCK_MUTANT"))
 // after the lock was deleted, reported as an Unlock of the deleted one
 // (finding AA). Mutant 3 (a retried unlock misjudged) is,
 // since the guard, an unknown release outcome taken for one that never ran.
-func On(n int) bool { return active == n }
+func On(n int) bool { return active[n] }
