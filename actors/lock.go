@@ -679,7 +679,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 	}
 	if a.fam.shares() && !r.write() {
 		// Read hold n's key was (re)written with this lease.
-		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], readKey{until: validUntil.Sub(epoch), token: g.Token})
+		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], readKey{until: validUntil.Sub(epoch), token: g.Token, sent: sentAt.Sub(epoch)})
 	}
 	h.token = g.Token
 	h.extend(validUntil)

@@ -30,6 +30,10 @@ type hold struct {
 	// valid is the hold's validity deadline, shared with the Helds of its
 	// grants (Held.ValidUntil).
 	valid Validity
+	// releasing is how many reads and writes the release on its way takes
+	// (a lock actor has one step in flight): until its outcome is known,
+	// the hold is valid as if it had run (readsOnlyUntil).
+	releasing [2]int64
 	// reads (read-write lock) is how long each of the owner's read-hold
 	// keys lives, key n at n-1 (since epoch, less drift): once the write
 	// and the other reads are released, they alone keep the lock alive,
@@ -48,6 +52,10 @@ type hold struct {
 type readKey struct {
 	until time.Duration
 	token int64
+	// sent is when the grant that wrote it was sent (since epoch): a
+	// renewal sent before it found, if anything, the key this one
+	// replaced under the same number.
+	sent time.Duration
 }
 
 // ownerActor is the owning actor of a hold acquired by message. A remote
@@ -339,16 +347,17 @@ func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt t
 	until := sentAt.Add(env.Watchdog - Drift(env.Watchdog))
 	// The renewal extended the read-hold keys it carried and found
 	// (rw_renew.lua), too: not those of reads granted since it was sent
-	// (the registration re-made with them keeps its gen), whose keys keep
+	// (the registration re-made with them keeps its gen; a key number
+	// released and written again since is another key), whose keys keep
 	// their own lease, nor one that had expired.
 	for i := range min(len(h.reads), renewMaskKeys) {
-		if found&(1<<i) != 0 {
+		if found&(1<<i) != 0 && h.reads[i].sent <= sentAt.Sub(epoch) {
 			h.reads[i].until = max(h.reads[i].until, until.Sub(epoch))
 		}
 	}
 	// Reads alone keep the lock: as long as their keys (keys past the mask
 	// are not reported: then as before, as long as the renewal says).
-	if left, ok := readsOnlyUntil(h, h.reads); ok && len(h.reads) <= renewMaskKeys {
+	if left, ok := readsOnlyUntil(h); ok && len(h.reads) <= renewMaskKeys {
 		h.valid.set(left)
 		return true
 	}

@@ -160,6 +160,9 @@ func (a *lockActor) cancelMessage(ctx actor.Context, m *messages.CancelRequest) 
 
 func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 	h := a.holds.get(s.owner)
+	if h != nil {
+		h.releasing = [2]int64{} // its outcome is known now
+	}
 	if d.err != nil {
 		if unsettled(d.err) {
 			a.releaseUnknown(ctx, s, h, d.err)

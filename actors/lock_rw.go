@@ -88,22 +88,25 @@ func (readWrite) unheld(h *hold, n int64, write bool) bool {
 		h.count = max(h.count-n, 0)
 		h.reads = h.reads[:min(int64(len(h.reads)), h.count)]
 	}
-	if until, ok := readsOnlyUntil(h, h.reads); ok {
+	if until, ok := readsOnlyUntil(h); ok {
 		h.valid.set(until)
 	}
 	return write
 }
 
 // readsOnlyUntil is how long h is valid when only its read-hold keys keep
-// the lock (it has no write): as long as their keys, whatever the lock's
-// own expiry, the watchdog's renewals included, which renew the keys they
-// find. A read release sets the lock's expiry to the longest read-hold key
-// left (of any owner: ours are a lower bound), or deletes the lock when
-// every key left has expired; after a write release (a downgrade) the
-// expiry is still the write's, but once the read keys have expired another
-// reader's release deletes the lock.
-func readsOnlyUntil(h *hold, keys []readKey) (until time.Duration, ok bool) {
-	if h.writes > 0 || len(keys) == 0 || mutant.On(9) {
+// the lock (it has no write, or the release on its way takes the last):
+// as long as their keys, whatever the lock's own expiry, the watchdog's
+// renewals included, which renew the keys they find. A read release sets
+// the lock's expiry to the longest read-hold key left (of any owner: ours
+// are a lower bound), or deletes the lock when every key left has
+// expired, and it deletes the owner's newest keys, whichever reads it
+// releases: the keys of a release on its way do not count. After a write
+// release (a downgrade) the expiry is still the write's, but once the read
+// keys have expired another reader's release deletes the lock.
+func readsOnlyUntil(h *hold) (until time.Duration, ok bool) {
+	keys := h.reads[:max(int64(len(h.reads))-h.releasing[0], 0)]
+	if h.writes > h.releasing[1] || len(keys) == 0 || mutant.On(9) {
 		return 0, false
 	}
 	for _, k := range keys {
@@ -112,15 +115,18 @@ func readsOnlyUntil(h *hold, keys []readKey) (until time.Duration, ok bool) {
 	return until, true
 }
 
-// releasingReads: a release of n read holds of h is on its way. Redis
-// deletes the owner's newest read-hold keys when it runs, which may be long
-// before its outcome is known here (its reply lost, its settling slow),
-// and a release is carried through until it runs: from now on the reads
-// left are valid only as long as the keys it leaves (unheld applies the
-// same once its outcome is known).
-func releasingReads(h *hold, n int64) {
-	left := h.reads[:max(min(int64(len(h.reads)), h.count-n), 0)]
-	if until, ok := readsOnlyUntil(h, left); ok && until < h.validUntil() {
+// releasing: release s of h is on its way. Redis may run it long before
+// its outcome is known here (its reply lost, its settling slow), and a
+// release is carried through until it runs: from now on the hold is valid
+// as if it had (released clears this once the outcome is known).
+func releasing(h *hold, s *releaseStep) {
+	h.releasing = [2]int64{}
+	if s.write {
+		h.releasing[1] = s.holds
+	} else {
+		h.releasing[0] = s.holds
+	}
+	if until, ok := readsOnlyUntil(h); ok && until < h.validUntil() {
 		h.valid.set(until)
 	}
 }

@@ -488,8 +488,8 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			a.syncRenewal(h)
 		}
 	}
-	if _, rw := a.fam.(readWrite); rw && !s.write && h != nil {
-		releasingReads(h, s.holds)
+	if h != nil {
+		releasing(h, s)
 		a.armValidity()
 	}
 	s.next = a.releaseTarget(h, s)
