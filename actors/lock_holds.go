@@ -30,6 +30,9 @@ type hold struct {
 	// valid is the hold's validity deadline, shared with the Helds of its
 	// grants (Held.ValidUntil).
 	valid Validity
+	// earned is the validity deadline grants and renewals earned it (since
+	// epoch), which valid may be cut below (readsOnlyUntil, releasing).
+	earned time.Duration
 	// releasing is how many reads and writes the release on its way takes
 	// (a lock actor has one step in flight): until its outcome is known,
 	// the hold is valid as if it had run (readsOnlyUntil).
@@ -162,9 +165,22 @@ func (h *hold) from() *actor.PID {
 }
 
 func (h *hold) extend(until time.Time) {
-	if at := until.Sub(epoch); at > h.validUntil() {
+	at := until.Sub(epoch)
+	h.earned = max(h.earned, at)
+	if at > h.validUntil() {
 		h.valid.set(at)
 	}
+}
+
+// revalidate sets h's validity from what grants and renewals earned it, or
+// from its read-hold keys when only they keep the lock: after a release
+// known not to have run, which had cut it as if it would (releasing).
+func (h *hold) revalidate() {
+	if until, ok := readsOnlyUntil(h); ok {
+		h.valid.set(until)
+		return
+	}
+	h.valid.set(h.earned)
 }
 
 // validUntil is the hold's validity deadline, since epoch (timer.go).
@@ -358,6 +374,7 @@ func renewed(env *runtimeEnv, holds *holdSet, owner string, gen uint64, sentAt t
 	// Reads alone keep the lock: as long as their keys (keys past the mask
 	// are not reported: then as before, as long as the renewal says).
 	if left, ok := readsOnlyUntil(h); ok && len(h.reads) <= renewMaskKeys {
+		h.earned = max(h.earned, until.Sub(epoch))
 		h.valid.set(left)
 		return true
 	}

@@ -302,6 +302,11 @@ const yieldWindow = 2 * time.Millisecond
 // have done nothing, so nothing can act twice.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 	s.fail(a, err)
+	if h != nil {
+		// It did not run: the hold is valid as before it was sent.
+		h.revalidate()
+		a.armValidity()
+	}
 	if s.grant == nil || h == nil || s.grant.ended != nil {
 		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
 		return
