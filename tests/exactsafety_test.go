@@ -51,6 +51,18 @@ func holdTwice(t *testing.T, ctx context.Context, l *actorlock.Lock, rdb *redis.
 	return outer, inner
 }
 
+// downgraded takes rw's write, then a read under it with a LeaseTime of
+// lease (a downgrade), and returns both and a time after the read's
+// acquisition was sent.
+func downgraded(t *testing.T, ctx context.Context, rw *actorlock.ReadWriteLock, lease time.Duration) (w, r *actorlock.Held, readBy time.Time) {
+	t.Helper()
+	w, err := rw.WriteLocker().Acquire(ctx)
+	require.NoError(t, err)
+	r, err = rw.ReadLocker().Acquire(w.Context(), actorlock.LeaseTime(lease))
+	require.NoError(t, err)
+	return w, r, time.Now()
+}
+
 // othersTry has another owner try for l once, and fails if it gets the
 // lock while held is valid.
 func othersTry(t *testing.T, ctx context.Context, l *actorlock.Lock, held *actorlock.Held, what string) {
@@ -126,12 +138,7 @@ func TestDowngradedReadIsValidOnlyAsLongAsItsKey(t *testing.T) {
 	other := newRuntime(t, rdb)
 	ctx := ctxFor(t, 30*time.Second)
 	const name, lease = "downgrade-short-read", time.Second
-	rw := rt.ReadWriteLock(name)
-	w, err := rw.WriteLocker().Acquire(ctx)
-	require.NoError(t, err)
-	r, err := rw.ReadLocker().Acquire(w.Context(), actorlock.LeaseTime(lease))
-	require.NoError(t, err)
-	readBy := time.Now() // the read's acquisition was sent before this
+	w, r, readBy := downgraded(t, ctx, rt.ReadWriteLock(name), lease)
 	require.NoError(t, w.Unlock(ctx))
 	require.NoError(t, r.Err(), "the read is held")
 	assert.False(t, r.ValidUntil().After(readBy.Add(lease)),

@@ -48,12 +48,7 @@ func TestRedTeam9RefusedWriteReleaseLosesTheWrite(t *testing.T) {
 	p, direct, rt := proxied(t, actorlock.WithWatchdog(watchdog))
 	ctx := ctxFor(t, 20*time.Second)
 	const name = "rt9-refused-write-release"
-	rw := rt.ReadWriteLock(name)
-	w, err := rw.WriteLocker().Acquire(ctx)
-	require.NoError(t, err)
-	r, err := rw.ReadLocker().Acquire(w.Context(), actorlock.LeaseTime(300*time.Millisecond))
-	require.NoError(t, err)
-	readBy := time.Now()
+	w, r, readBy := downgraded(t, ctx, rt.ReadWriteLock(name), 300*time.Millisecond)
 	var busyUntil atomic.Int64
 	busyUntil.Store(time.Now().Add(900 * time.Millisecond).UnixNano())
 	p.on(1000, busy, 0, func(c respCommand) bool {
@@ -71,7 +66,7 @@ func TestRedTeam9RefusedWriteReleaseLosesTheWrite(t *testing.T) {
 	require.NoError(t, w.Err(), "the write, held in Redis for seconds more, ended")
 	t.Logf("first Unlock: %v", await(t, first, 5*time.Second, "the first Unlock"))
 	time.Sleep(time.Until(time.Unix(0, busyUntil.Load())))
-	err = w.Unlock(ctx)
+	err := w.Unlock(ctx)
 	t.Logf("Unlock again: %v", err)
 	require.False(t, errors.Is(err, actorlock.ErrLost), "Unlock again reported ErrLost for a hold still held: %v", err)
 }

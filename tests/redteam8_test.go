@@ -65,12 +65,7 @@ func TestRedTeam8WriteReleaseInFlightKeepsTheReadValid(t *testing.T) {
 	other := newRuntime(t, direct)
 	ctx := ctxFor(t, 20*time.Second)
 	const name = "rt8-write-release-in-flight"
-	rw := rt.ReadWriteLock(name)
-	w, err := rw.WriteLocker().Acquire(ctx)
-	require.NoError(t, err)
-	r, err := rw.ReadLocker().Acquire(w.Context(), actorlock.LeaseTime(300*time.Millisecond))
-	require.NoError(t, err)
-	readBy := time.Now()
+	w, r, readBy := downgraded(t, ctx, rt.ReadWriteLock(name), 300*time.Millisecond)
 	slow := p.on(1, delayReply, 2*time.Second, func(c respCommand) bool { return isRelease(c, name, w.Owner()+":write", false) })
 	go func() { t.Logf("write Unlock: %v", w.Unlock(ctx)) }()
 	await(t, slow.ran, 2*time.Second, "the write release, run by Redis")
