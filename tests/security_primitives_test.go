@@ -111,13 +111,16 @@ func primReentrantLock(t *testing.T, e primitivesEnv) {
 func primWatchdog(t *testing.T, e primitivesEnv) {
 	dial, opts, p := e.dial, e.opts, e.p
 	ctx := ctxFor(t, 20*time.Second)
-	rt := newRuntime(t, dial(), append(opts, actorlock.WithWatchdog(600*time.Millisecond))...)
+	// The parts run side by side over TLS under the race detector: a lease
+	// of well under a second is lost to a slow renewal, not to a fault.
+	const lease = 2 * time.Second
+	rt := newRuntime(t, dial(), append(opts, actorlock.WithWatchdog(lease))...)
 	h, err := rt.Lock(p + "watched").Acquire(ctx)
 	require.NoError(t, err)
 	rw := rt.ReadWriteLock(p + "watched-rw")
 	r, err := rw.ReadLocker().Acquire(ctx)
 	require.NoError(t, err)
-	time.Sleep(1500 * time.Millisecond) // 2.5 leases: renewed or lost
+	time.Sleep(lease * 5 / 2) // renewed, or lost by now
 	for _, held := range []*actorlock.Held{h, r} {
 		select {
 		case <-held.Done():
