@@ -110,7 +110,7 @@ func (a *lockActor) goGrant(owner string, id uint64) (*hold, *grant) {
 		return h, nil
 	}
 	for _, g := range h.grants {
-		if g.goID == id {
+		if g.goID == id && g.ended == nil {
 			return h, g
 		}
 	}

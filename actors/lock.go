@@ -359,7 +359,7 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		return
 	}
 	if h != nil && h.by != nil {
-		if res, ok := answered(h.by.acquired, r.key.id); ok && h.find(func(g *grant) bool { return g.token == res.Token && g.release == nil }) != nil {
+		if res, ok := answered(h.by.acquired, r.key.id); ok && h.find(func(g *grant) bool { return g.token == res.Token && outlasts(g) }) != nil {
 			// Sent again after its answer (lost to the client): the same
 			// grant, not another re-entry the client would never release.
 			a.deliver(r, res)

@@ -175,13 +175,33 @@ func (h *hold) extend(until time.Time) {
 // revalidate sets h's validity from what grants and renewals earned it, or
 // from its read-hold keys when only they keep the lock: after a release
 // known not to have run, which had cut it as if it would (releasing).
-func (h *hold) revalidate() {
-	if until, ok := readsOnlyUntil(h); ok {
-		h.valid.set(until)
-		return
+func (h *hold) revalidate() { h.valid.set(h.uncut()) }
+
+// uncut is h's validity were the release on its way (if any) not to run:
+// how long the grants it releases stay valid until its outcome is known.
+func (h *hold) uncut() time.Duration {
+	cut := h.releasing
+	h.releasing = [2]int64{}
+	until, ok := readsOnlyUntil(h)
+	h.releasing = cut
+	if ok {
+		return until
 	}
-	h.valid.set(h.earned)
+	return h.earned
 }
+
+// deadline is when h's validity must be looked at again: its own, or, once
+// only grants with an Unlock under way are left to it, their uncut one.
+func (h *hold) deadline() time.Duration {
+	if h.releasing != ([2]int64{}) && h.find(outlasts) == nil {
+		return h.uncut()
+	}
+	return h.validUntil()
+}
+
+// outlasts reports whether g lives until the validity of its hold ends: it
+// has not ended, and no Unlock of it is under way (whose outcome ends it).
+func outlasts(g *grant) bool { return g.ended == nil && g.release == nil }
 
 // validUntil is the hold's validity deadline, since epoch (timer.go).
 func (h *hold) validUntil() time.Duration { return h.valid.at() }
@@ -247,24 +267,56 @@ func (a *lockActor) lost(ctx actor.Context, h *hold, why LossReason, reason stri
 	var token int64
 	// Acquisitions whose Unlock is under way too: their Done closes now, not
 	// when their release gets through (it may be stuck behind a cut network).
+	told := len(h.grants) > 0
 	for _, g := range h.grants {
+		told = told && g.ended != nil // by outlived
 		a.endGrant(g, err)
 		token = max(token, g.token)
 	}
-	a.tellLost(ctx, h, reason, token)
+	if !told {
+		a.tellLost(ctx, h, h.writes > 0, reason, token)
+	}
 	a.dropHold(ctx, h)
 	a.headReady = true
+}
+
+// outlived: h's validity ran out under a release on its way, which cut it
+// as if it had run, and before the validity the grants it releases had
+// without it (uncut). The grants with no Unlock under way end as lost; the
+// others wait for their release's outcome. The ended ones stay in h, so
+// that what Redis counts of them is given back with the rest of the hold
+// (giveBackHold) once the release's outcome is known and the hold's
+// validity has run out again, as it has for them.
+func (a *lockActor) outlived(ctx actor.Context, h *hold, why LossReason, reason string) {
+	err := lossOf(why, reason)
+	var token int64
+	write := false
+	for _, g := range h.grants {
+		if !outlasts(g) {
+			continue
+		}
+		a.endGrant(g, err)
+		token, write = max(token, g.token), write || g.write
+		if g.watchdog {
+			h.watchdogs--
+		}
+	}
+	if token == 0 {
+		return
+	}
+	a.syncRenewal(h)
+	a.tellLost(ctx, h, write, reason, token)
 }
 
 // tellLost pushes a LockLost to the owner actor of h, if it has one that
 // can be reached: sending to a node whose connection broke would only make
 // protoactor dial it again and again.
-func (a *lockActor) tellLost(ctx actor.Context, h *hold, reason string, token int64) {
+func (a *lockActor) tellLost(ctx actor.Context, h *hold, write bool, reason string, token int64) {
 	if h.from() == nil || h.by.unreachable {
 		return
 	}
 	kind := a.key.Kind
-	if h.writes > 0 {
+	if write {
 		kind = messages.Kind_KIND_WRITE
 	}
 	// The owner asked by the name it knows, without the key prefix.
@@ -318,13 +370,18 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 func (a *lockActor) expireHolds(ctx actor.Context) {
 	now := since()
 	for h := range a.holds.all {
-		if now >= h.validUntil() {
-			why, reason := LossLocalDeadline, "the lease expired"
-			if h.watchdogs > 0 {
-				why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
-			}
-			a.abandonHold(ctx, h, why, reason)
+		if now < h.validUntil() {
+			continue
 		}
+		why, reason := LossLocalDeadline, "the lease expired"
+		if h.watchdogs > 0 {
+			why, reason = LossRenewalFailed, "the lease expired before the watchdog could renew it"
+		}
+		if h.releasing != ([2]int64{}) && now < h.uncut() {
+			a.outlived(ctx, h, why, reason)
+			continue
+		}
+		a.abandonHold(ctx, h, why, reason)
 	}
 	a.armValidity()
 }
@@ -345,8 +402,8 @@ func (a *lockActor) armValidity() {
 func (s *holdSet) earliest() time.Duration {
 	earliest := time.Duration(-1)
 	for h := range s.all {
-		if earliest < 0 || h.validUntil() < earliest {
-			earliest = h.validUntil()
+		if earliest < 0 || h.deadline() < earliest {
+			earliest = h.deadline()
 		}
 	}
 	return earliest

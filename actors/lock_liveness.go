@@ -217,7 +217,7 @@ func (a *lockActor) abandon(ctx actor.Context, h *hold, reason string) {
 	for _, g := range h.grants {
 		token = max(token, g.token)
 	}
-	a.tellLost(ctx, h, reason, token)
+	a.tellLost(ctx, h, h.writes > 0, reason, token)
 	a.watched.unwatch(ctx, h.from())
 	h.by.aliveUntil, h.by.suspect = time.Time{}, false
 	a.releaseAll(h, lostError(reason))

@@ -29,6 +29,8 @@ func (a *lockActor) releaseGo(m *Release) {
 	switch {
 	case g == nil:
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
+	case g.ended != nil:
+		reply(endedRelease(g.ended)) // outlived: its holds are given back with the rest
 	case g.release != nil && mutant.On(5):
 		reply(ReleaseResult{Err: lostError("the hold ended before this unlock")})
 	case g.release != nil:
@@ -75,7 +77,7 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 	}
 	// The newest acquisition of that kind not being released goes first.
 	write := m.Kind == messages.Kind_KIND_WRITE
-	g := h.findNewest(func(g *grant) bool { return g.write == write && g.release == nil })
+	g := h.findNewest(func(g *grant) bool { return g.write == write && outlasts(g) })
 	if g == nil {
 		respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
 		return

@@ -1,22 +1,3 @@
-//go:build actorlock_open_defects
-
-// Reproductions of defects found and not yet fixed, kept so that the next
-// change starts from them: each fails on today's main, against a real
-// redis-server. They build only with the actorlock_open_defects tag, so
-// that CI stays green while they are open:
-//
-//	go test -tags actorlock_open_defects -count=1 -run 'TestRedTeam9' ./tests/
-//
-// A fix moves its test into the suite, without the tag.
-//
-// RT9-1 (a false ErrLost, no safety impact): a release cuts its hold's
-// validity as it is sent, to the read-hold keys it leaves (releasing); when
-// those have expired, the validity timer ends the hold as lost at once,
-// the very grant being released included, before the release's reply says
-// it was released. Its Unlock (or one called again) reports ErrLost for a
-// hold Redis still held or released as asked. A refused release restores
-// the validity (hold.revalidate), but its retry cuts it again.
-
 package tests
 
 import (
@@ -31,6 +12,12 @@ import (
 )
 
 // The ninth red-team pass, over 9c298b2 (hold.releasing, readKey.sent).
+// RT9-1 (a false ErrLost): a release cut its hold's validity as it was
+// sent, to the read-hold keys it leaves (releasing); when those had
+// expired, the validity timer ended the whole hold as lost, the very grant
+// being released included, before the release's reply said it was
+// released. Now only the grants with no Unlock under way end (outlived);
+// the others wait for their release's outcome.
 
 // RT9-1. releasing() shortens a hold's validity to its read keys as the
 // release is sent, and nothing gives the validity back once the release is
@@ -102,4 +89,32 @@ func TestRedTeam9RefusedReadReleaseLosesTheRead(t *testing.T) {
 	t.Logf("Redis: %v (pttl %v); the watchdog read: Err %v", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val(), wd.Err())
 	require.NoError(t, wd.Err(), "the watchdog read, whose key keeps the lock in Redis, ended")
 	t.Logf("first Unlock: %v", await(t, first, 5*time.Second, "the first Unlock"))
+}
+
+// RT9-1, what the fix must keep: the write's release held back in flight
+// past the short read's key. The read ends when its key runs out, before
+// the release reaches Redis (had it run, another reader's release could
+// delete the lock); the write waits for its release's outcome, a success;
+// and what Redis still counts of the read is given back at once, not held
+// for the write's lease.
+func TestRedTeam9ReleaseInFlightPastTheReadsKeyEndsOnlyTheRead(t *testing.T) {
+	t.Parallel()
+	const watchdog, lease, delay = 3 * time.Second, 300 * time.Millisecond, 1500 * time.Millisecond
+	p, direct, rt := proxied(t, actorlock.WithWatchdog(watchdog))
+	ctx := ctxFor(t, 20*time.Second)
+	const name = "rt9-release-in-flight-past-the-read"
+	w, r, _ := downgraded(t, ctx, rt.ReadWriteLock(name), lease)
+	late := p.on(1, holdCommand, delay, func(c respCommand) bool { return isRelease(c, name, w.Owner()+":write", false) })
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- w.Unlock(ctx) }()
+	await(t, late.hits, 3*time.Second, "the write's release")
+	select {
+	case <-r.Done():
+		require.ErrorIs(t, r.Err(), actorlock.ErrLost)
+	case <-late.ran:
+		t.Fatal("the write's release reached Redis while the read, whose key had run out, was still held")
+	}
+	require.NoError(t, w.Err(), "the write, whose Unlock is under way, ended")
+	require.NoError(t, await(t, unlocked, 5*time.Second, "the write's Unlock"))
+	freedWithin(t, ctx, direct, name, time.Second, "the read's hold given back once the write was released")
 }
