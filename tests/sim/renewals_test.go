@@ -66,14 +66,25 @@ func (r *renewals) observe(w *world, cmds []redis.Cmder, sent time.Time) {
 			if at >= len(sc.argv) {
 				continue
 			}
-			renewed := i < len(res) && res[i] == int64(1)
-			all = all && renewed
-			k := renewKey{name, sc.argv[at]}
-			calls := append(r.byHold[k], renewCall{sent: sent, done: done, ok: renewed})
-			if len(calls) > renewsPerHold {
-				calls = calls[len(calls)-renewsPerHold:]
+			// rw_renew answers 1 + a mask of the read-hold keys it found.
+			renewed := false
+			if i < len(res) {
+				n, _ := res[i].(int64)
+				renewed = n >= 1
 			}
-			r.byHold[k] = calls
+			all = all && renewed
+			owners := []string{sc.argv[at]}
+			if sc.script == "rw_renew" && at+1 < len(sc.argv) {
+				owners = append(owners, sc.argv[at+1]) // the model's write holds are owner:write
+			}
+			for _, owner := range owners {
+				k := renewKey{name, owner}
+				calls := append(r.byHold[k], renewCall{sent: sent, done: done, ok: renewed})
+				if len(calls) > renewsPerHold {
+					calls = calls[len(calls)-renewsPerHold:]
+				}
+				r.byHold[k] = calls
+			}
 		}
 		r.mu.Unlock()
 	}

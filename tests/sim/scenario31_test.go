@@ -326,6 +326,7 @@ func (wk *worker) fairOrder() {
 		got1 = true
 		return
 	}
+	asked2 := time.Now()
 	c2 := wk.acquireAsync(ctx, n, gen, lock(w2), "scenario fair order: W2", wait2)
 	defer func() {
 		if !got2 {
@@ -342,24 +343,33 @@ func (wk *worker) fairOrder() {
 		time.Sleep(5 * time.Millisecond)
 	}
 	f.unaim(refuse)
-	bound := c.maxLease() + c.tol
-	select {
-	case o2 = <-c2:
-		got2 = true
-	case <-time.After(bound):
-	case <-wk.w.ctx.Done():
-		return
+	at := time.Now()
+	// CLIENT PAUSE WRITE holds W2's scripts too: the time Redis was
+	// paused (and a lease after) does not count. It used to end the run
+	// unjudged, which most runs were.
+	bound := func() time.Duration { return c.maxLease() + c.tol + m.stalled(at, time.Now()) }
+	for !got2 && time.Since(at) <= bound() {
+		select {
+		case o2 = <-c2:
+			got2 = true
+		case <-time.After(20 * time.Millisecond):
+		case <-wk.w.ctx.Done():
+			return
+		}
 	}
 	// A Close mid-run, or a connection refused (the dial hook's, which
-	// spares no name), ends W2's wait with an error: nothing to judge.
-	if !m.faultless(n, start, true) || got2 && o2.err != nil && !errors.Is(o2.err, actorlock.ErrNotAcquired) {
+	// spares no name), ends W2's wait with an error; W2's own wait ending
+	// first, or a restart, leaves nothing to judge.
+	if !m.faultless(n, start, false) || got2 && o2.err != nil && !errors.Is(o2.err, actorlock.ErrNotAcquired) ||
+		time.Since(at) >= wait2-time.Since(asked2) {
 		return
 	}
 	wk.w.judged[scFairOrder].Add(1)
 	if !got2 || o2.err != nil {
+		bound := bound() // stalled takes m.mu
 		m.mu.Lock()
 		m.failKnown(defect31('E'), "a free fair lock goes to the head of its Redis queue", n, []string{w1, w2},
-			"W2, first in the Redis queue once W1's late grant was given back (W1 joined behind it), was not granted within %v of that (got %v)%s", bound, describe(got2, o2.err), shaped(defect31('E')))
+			"W2, first in the Redis queue once W1's late grant was given back (W1 joined behind it), was not granted within %v of that (got %v)%s", bound.Round(time.Millisecond), describe(got2, o2.err), shaped(defect31('E')))
 		m.mu.Unlock()
 	}
 }
