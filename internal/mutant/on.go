@@ -45,6 +45,8 @@ var active = func() map[int]bool {
 // same WithOwner id (finding Z), 22 a release that runs while its owner's
 // re-entry is being settled, releasing the fresh hold the re-entry started
 // after the lock was deleted, reported as an Unlock of the deleted one
-// (finding AA). Mutant 3 (a retried unlock misjudged) is,
+// (finding AA), 23 a release's cut validity running out ends the whole
+// hold as lost, the grant being released included (red-team finding
+// RT9-1). Mutant 3 (a retried unlock misjudged) is,
 // since the guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active[n] }

@@ -37,11 +37,12 @@ const (
 	scSharedOwner     // findings W and X
 	scSettlingReentry // finding AA
 	scDeadFairWaiter  // defect F
+	scMixedReads      // red-team finding RT9-1 (scenario_reads_test.go)
 	nScenarios
 )
 
 var scenarioKinds = [nScenarios]string{"give-back", "fair line", "late release", "release outage", "late re-entry", "downgrade", "fair order", "late give-back",
-	"shared owner", "settling re-entry", "dead fair waiter"}
+	"shared owner", "settling re-entry", "dead fair waiter", "mixed reads"}
 
 // runScenarios is a scenario worker's loop: a scenario that found no free
 // name of its kind waits a little before the next is drawn.
@@ -98,6 +99,8 @@ func (wk *worker) scenario() {
 		wk.settlingReentry()
 	case scDeadFairWaiter:
 		wk.deadFairWaiter()
+	case scMixedReads:
+		wk.mixedReads()
 	}
 }
 
