@@ -128,7 +128,9 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 		h.by.suspect, h.by.unreachable = false, false
 	}
 	if h != nil && len(h.grants) > 0 {
-		lease = min(lease, max(h.validUntil()-since(), 0))
+		// deadline, not the validity a release's cut may have put in the
+		// past: the grants that release releases wait for its outcome.
+		lease = min(lease, max(h.deadline()-since(), 0))
 	}
 	for _, r := range a.queue.pending {
 		if c := r.actor(); c != nil && r.owner == owner {
