@@ -359,14 +359,13 @@ func (a *lockActor) admit(ctx actor.Context, r *request) {
 		return
 	}
 	if h != nil && h.by != nil {
-		if res, ok := answered(h.by.acquired, r.key.id); ok && h.find(func(g *grant) bool { return g.token == res.Token && g.ended != nil }) == nil {
+		if res, ok := answered(h.by.acquired, r.key.id); ok && h.find(func(g *grant) bool { return g.token == res.Token && g.write == r.write() && outlasts(g) }) != nil {
 			// Sent again after its answer (lost to the client): the same
-			// answer, not another re-entry the client would never release,
-			// even when that grant was released since: a release by
-			// message releases the owner's newest acquisition, whichever
-			// the client meant, and the client, knowing of one hold less,
-			// released one of those it knew. Only a grant that ended as
-			// lost (outlived) while its hold lives on is not answered again.
+			// grant, not another re-entry the client would never release.
+			// Only while that grant is held, unreleased: an id used again
+			// after its grant was released asks for a new one. (A client
+			// that re-enters names the acquisitions it releases, or a
+			// release may take the one whose answer it lost: lock.proto.)
 			a.deliver(r, res)
 			return
 		}

@@ -75,12 +75,34 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 			return
 		}
 	}
-	// The newest acquisition of that kind not being released goes first.
 	write := m.Kind == messages.Kind_KIND_WRITE
-	g := h.findNewest(func(g *grant) bool { return g.write == write && outlasts(g) })
-	if g == nil {
-		respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
+	var g *grant
+	switch token := m.FencingToken; {
+	case token < 0:
+		respond(ReleaseResult{Err: fmt.Errorf("%w: fencing_token %d is negative", ErrInvalidArgument, token)})
 		return
+	case token > 0:
+		// The acquisition the client names: the newest may be one whose
+		// answer it never got (a re-entry it will send again).
+		g = h.find(func(g *grant) bool { return g.token == token && g.write == write })
+		switch {
+		case g == nil:
+			respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds no acquisition of lock %q (kind %v) with fencing_token %d here", ErrNotOwner, a.key.Name, m.Kind, token)})
+			return
+		case g.ended != nil:
+			respond(endedRelease(g.ended))
+			return
+		case g.release != nil:
+			g.release.join(respond) // released by another request meanwhile
+			return
+		}
+	default:
+		// The newest acquisition of that kind not being released.
+		g = h.findNewest(func(g *grant) bool { return g.write == write && outlasts(g) })
+		if g == nil {
+			respond(ReleaseResult{Err: fmt.Errorf("%w: that owner_token holds nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind)})
+			return
+		}
 	}
 	a.queueRelease(h, g, requestID, func(res ReleaseResult) {
 		if res.Err == nil && a.holds.get(owner) == h {

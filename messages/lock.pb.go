@@ -461,19 +461,27 @@ func (x *AcquireResponse) GetOwner() string {
 	return ""
 }
 
-// ReleaseRequest releases one hold (the newest of that kind) of the owner
-// of owner_token. Sent again with the same request_id (its answer was
-// lost), it gets the first answer and releases nothing more while the
-// owner still holds the lock; once the owner holds nothing, it is refused
-// with ERROR_CODE_NOT_OWNER. Give each release a request_id of its own.
+// ReleaseRequest releases one hold of the owner of owner_token: the
+// acquisition whose fencing_token it names, or without one the newest of
+// that kind. Sent again with the same request_id (its answer was lost), it
+// gets the first answer and releases nothing more while the owner still
+// holds the lock; once the owner holds nothing, it is refused with
+// ERROR_CODE_NOT_OWNER. Give each release a request_id of its own.
 type ReleaseRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	Kind      Kind                   `protobuf:"varint,3,opt,name=kind,proto3,enum=actorlock.messages.Kind" json:"kind,omitempty"`
 	// Deprecated: Marked as deprecated in lock.proto.
-	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"` // refused when set, as in AcquireRequest
-	OwnerToken    string `protobuf:"bytes,5,opt,name=owner_token,json=ownerToken,proto3" json:"owner_token,omitempty"`
+	Owner      string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"` // refused when set, as in AcquireRequest
+	OwnerToken string `protobuf:"bytes,5,opt,name=owner_token,json=ownerToken,proto3" json:"owner_token,omitempty"`
+	// The acquisition to release: its AcquireResponse.fencing_token; an
+	// acquisition of this owner and kind held here, or the release is
+	// refused with ERROR_CODE_NOT_OWNER. 0: the newest one. Name it whenever
+	// you re-enter: the newest may be an acquisition whose answer you never
+	// got (you then send that AcquireRequest again, and are answered with it
+	// while it is held, but not once a release took it).
+	FencingToken  int64 `protobuf:"varint,6,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -542,6 +550,13 @@ func (x *ReleaseRequest) GetOwnerToken() string {
 		return x.OwnerToken
 	}
 	return ""
+}
+
+func (x *ReleaseRequest) GetFencingToken() int64 {
+	if x != nil {
+		return x.FencingToken
+	}
+	return 0
 }
 
 type ReleaseResponse struct {
@@ -1005,7 +1020,7 @@ const file_lock_proto_rawDesc = "" +
 	"hold_count\x18\x06 \x01(\x03R\tholdCount\x12\x1f\n" +
 	"\vowner_token\x18\a \x01(\tR\n" +
 	"ownerToken\x12\x14\n" +
-	"\x05owner\x18\b \x01(\tR\x05owner\"\xac\x01\n" +
+	"\x05owner\x18\b \x01(\tR\x05owner\"\xd1\x01\n" +
 	"\x0eReleaseRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -1013,7 +1028,8 @@ const file_lock_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\x0e2\x18.actorlock.messages.KindR\x04kind\x12\x18\n" +
 	"\x05owner\x18\x04 \x01(\tB\x02\x18\x01R\x05owner\x12\x1f\n" +
 	"\vowner_token\x18\x05 \x01(\tR\n" +
-	"ownerToken\"\x9c\x01\n" +
+	"ownerToken\x12#\n" +
+	"\rfencing_token\x18\x06 \x01(\x03R\ffencingToken\"\x9c\x01\n" +
 	"\x0fReleaseResponse\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +

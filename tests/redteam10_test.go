@@ -15,7 +15,10 @@ import (
 
 // RT10-1. admit answers an AcquireRequest sent again after its answer with
 // that answer only while the grant it named is still in the hold and
-// outlasts (lock.go: admit). A release by message releases the owner's
+// outlasts (lock.go: admit). Fixed by letting a release name its
+// acquisition (ReleaseRequest.fencing_token): replaying the first answer
+// after a release took the grant (this pass's first fix) tells the client
+// of a grant it does not hold (RT11-1, RT11-2). A release by message releases the owner's
 // newest acquisition of the kind, whichever the client meant, so the grant
 // whose answer the client lost may be the one released: the client, which
 // knows a1 only, releases "one hold" while a2's answer is lost, then sends
@@ -37,8 +40,8 @@ func TestRedTeam10RetriedAcquireAfterItsGrantWasReleasedAcquiresAgain(t *testing
 		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
 	}
-	release := func(id, token string) *messages.ReleaseResponse {
-		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
+	release := func(id, token string, fencing int64) *messages.ReleaseResponse {
+		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
 		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
 	}
 	r1 := acquire("a1", "")
@@ -49,8 +52,10 @@ func TestRedTeam10RetriedAcquireAfterItsGrantWasReleasedAcquiresAgain(t *testing
 	r2 := acquire("a2", token) // its answer is "lost" to the client
 	require.True(t, r2.Acquired)
 
-	// The client releases the hold it knows of (a1).
-	rel := release("r1", token)
+	// The client releases the hold it knows of, a1, naming it (without a
+	// name the release takes the newest, a2, and the retry below asks
+	// for a new hold: lock.proto).
+	rel := release("r1", token, r1.FencingToken)
 	require.Nil(t, rel.Error)
 	require.EqualValues(t, 1, rel.HoldCount)
 
@@ -67,7 +72,7 @@ func TestRedTeam10RetriedAcquireAfterItsGrantWasReleasedAcquiresAgain(t *testing
 
 	// The client releases the one hold it believes it has: the lock must
 	// be free.
-	last := release("r2", token)
+	last := release("r2", token, again.FencingToken)
 	require.Nil(t, last.Error)
 	exists, err := rdb.Exists(ctx, name).Result()
 	require.NoError(t, err)
