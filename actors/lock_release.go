@@ -75,6 +75,13 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 			return
 		}
 	}
+	// The answer, kept for this request id while the owner holds the lock.
+	kept := func(res ReleaseResult) {
+		if res.Err == nil && a.holds.get(owner) == h {
+			remember(&h.by.released, requestID, res)
+		}
+		respond(res)
+	}
 	write := m.Kind == messages.Kind_KIND_WRITE
 	var g *grant
 	switch token := m.FencingToken; {
@@ -93,7 +100,7 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 			respond(endedRelease(g.ended))
 			return
 		case g.release != nil:
-			g.release.join(respond) // released by another request meanwhile
+			g.release.join(kept) // released by another request meanwhile
 			return
 		}
 	default:
@@ -104,12 +111,7 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 			return
 		}
 	}
-	a.queueRelease(h, g, requestID, func(res ReleaseResult) {
-		if res.Err == nil && a.holds.get(owner) == h {
-			remember(&h.by.released, requestID, res)
-		}
-		respond(res)
-	})
+	a.queueRelease(h, g, requestID, kept)
 }
 
 // recent are the answers to an owner's newest requests by message of one
@@ -125,11 +127,21 @@ type recent[T any] struct {
 	next int
 }
 
+// remember keeps res as the answer to requestID: in place of an older
+// answer to the same id (an id used again after its grant was released
+// asked for a new one, whose answer a retry must get; a replay stores
+// its answer again), else in the oldest slot.
 func remember[T any](r **recent[T], requestID string, res T) {
 	if *r == nil {
 		*r = &recent[T]{}
 	}
 	v := *r
+	for i, id := range v.ids {
+		if id == requestID {
+			v.res[i] = res
+			return
+		}
+	}
 	v.ids[v.next], v.res[v.next] = requestID, res
 	v.next = (v.next + 1) % len(v.ids)
 }

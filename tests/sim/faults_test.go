@@ -468,7 +468,7 @@ func (f *faults) apply(kind int, delay time.Duration, cmds []redis.Cmder, names 
 
 func (f *faults) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if f.w.faultsOn.Load() && f.w.cfg.refusesDials() {
+		if f.w.faultsOn.Load() && f.w.cfg.refusesDials() && f.w.model.sparingDials.Load() == 0 {
 			f.mu.Lock()
 			fail := f.rng.Float64() < f.w.cfg.faultRate/4
 			f.mu.Unlock()

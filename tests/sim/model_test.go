@@ -248,9 +248,13 @@ type model struct {
 	names     map[string]*nameState // fixed after setup
 	// sparing: how many names are spared now (a fast path for the hook).
 	sparing atomic.Int32
-	list    []*nameState
-	seq     uint64
-	byTok   map[tokKey]*hold
+	// sparingDials: scenarios running now whose check a refused dial
+	// would void (it fails an attempt for good, and no name can be told
+	// on a dial): while any runs, the dial hook refuses nothing.
+	sparingDials atomic.Int32
+	list         []*nameState
+	seq          uint64
+	byTok        map[tokKey]*hold
 	// restarts: intervals in which Redis restarted without persistence.
 	restarts []interval
 	// stalls: CLIENT PAUSE WRITE and restarts, each until a lease after.
