@@ -105,13 +105,13 @@ sim-mutants)
 	# The mutants, by ACTORLOCK_MUTANT number (internal/mutant): issue 23's
 	# seven (1-7), then issue 31's defects A-F (8-13), issue 33's (16,
 	# 18-20), the simulation's findings (14, 15, 17, 21, 22) and red-team
-	# finding RT9-1 (23). The one list to extend; SIM_MUTANTS="3 9" runs
-	# some of them. Defect 1 (a hand-off during a give-back) runs with 21
-	# too: finding Z's fix (a give-back acts only while the fencing counter
-	# holds its token) masks it wherever the give-back's token is known,
-	# so alone it is all but harmless, and a run catches it only now and
-	# then.
-	all_mutants="1+21 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23"
+	# findings RT9-1 (23) and RT10-1 (24). The one list to extend;
+	# SIM_MUTANTS="3 9" runs some of them. Defect 1 (a hand-off during a
+	# give-back) runs with 21 too: finding Z's fix (a give-back acts only
+	# while the fencing counter holds its token) masks it wherever the
+	# give-back's token is known, so alone it is all but harmless, and a
+	# run catches it only now and then.
+	all_mutants="1+21 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24"
 	mutants="${SIM_MUTANTS:-$all_mutants}"
 	duration="${SIM_MUTANT_DURATION:-60s}"
 	bin="${TMPDIR:-/tmp}/actorlock-sim-mutants"

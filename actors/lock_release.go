@@ -84,7 +84,11 @@ func (a *lockActor) releaseMessage(ctx actor.Context, m *messages.ReleaseRequest
 	}
 	write := m.Kind == messages.Kind_KIND_WRITE
 	var g *grant
-	switch token := m.FencingToken; {
+	token := m.FencingToken
+	if mutant.On(24) {
+		token = 0
+	}
+	switch {
 	case token < 0:
 		respond(ReleaseResult{Err: fmt.Errorf("%w: fencing_token %d is negative", ErrInvalidArgument, token)})
 		return

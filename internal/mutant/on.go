@@ -47,6 +47,7 @@ var active = func() map[int]bool {
 // after the lock was deleted, reported as an Unlock of the deleted one
 // (finding AA), 23 a release's cut validity running out ends the whole
 // hold as lost, the grant being released included (red-team finding
-// RT9-1). Mutant 3 (a retried unlock misjudged) is,
+// RT9-1), 24 a release by message that takes the newest acquisition
+// whatever its fencing_token names (red-team finding RT10-1). Mutant 3 (a retried unlock misjudged) is,
 // since the guard, an unknown release outcome taken for one that never ran.
 func On(n int) bool { return active[n] }

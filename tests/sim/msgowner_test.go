@@ -158,6 +158,9 @@ func (wk *worker) byMessage() {
 			m.opEnd(n, field())
 		}
 	}()
+	// The acquisitions the client knows of, oldest first: a release names
+	// one (fencing_token), or takes the newest.
+	var grants []knownGrant
 	for i := 0; i < 1+wk.rng.IntN(2); i++ {
 		reqID := fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64())
 		req := &messages.AcquireRequest{RequestId: reqID, Name: n.name, Kind: kind, WaitMs: int64(wk.rng.IntN(200))}
@@ -183,9 +186,23 @@ func (wk *worker) byMessage() {
 			m.opStart(n, field())
 		}
 		held++
+		grants = append(grants, knownGrant{r.FencingToken, req})
 		m.mu.Lock()
 		n.record(wk.id, "message acquire by %s token %d count %d", short(owner), r.FencingToken, r.HoldCount)
 		m.mu.Unlock()
+		if len(grants) >= 2 && wk.rng.IntN(5) == 0 {
+			// The client never saw that answer, releases the newest
+			// acquisition it knows of by name, then sends the lost
+			// request again: the first answer, the acquisition being
+			// held still (a release taking the newest would have taken
+			// it: red-team finding RT10-1).
+			ok := wk.lostAnswer(n, field, step, oa, &grants, kind)
+			held = len(grants)
+			if !ok {
+				break
+			}
+			continue
+		}
 		if wk.rng.IntN(4) == 0 {
 			// The client did not see that answer and sends the same
 			// request again: the same grant, unless it was lost since
@@ -203,6 +220,7 @@ func (wk *worker) byMessage() {
 						"first: token %d count %d; again: token %d count %d", r.FencingToken, r.HoldCount, again.FencingToken, again.HoldCount)
 				}
 				held++ // a new grant, to release as well
+				grants = append(grants, knownGrant{again.FencingToken, req})
 			}
 			m.mu.Unlock()
 		}
@@ -243,24 +261,35 @@ func (wk *worker) byMessage() {
 		sys.Root.StopFuture(pid).Wait()
 		return
 	}
-	for ; held > 0; held-- {
+	for len(grants) > 0 {
 		id := fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64())
-		r, _ := step(msgRelease{req: &messages.ReleaseRequest{RequestId: id, Name: n.name, Kind: kind}}, "message release").(*messages.ReleaseResponse)
+		// Half the releases name their acquisition, the others take the
+		// newest.
+		at, fencing := len(grants)-1, int64(0)
+		if wk.rng.IntN(2) == 0 {
+			at = wk.rng.IntN(len(grants))
+			fencing = grants[at].token
+		}
+		gone := grants[at]
+		rel := &messages.ReleaseRequest{RequestId: id, Name: n.name, Kind: kind, FencingToken: fencing}
+		r, _ := step(msgRelease{req: proto.Clone(rel).(*messages.ReleaseRequest)}, "message release").(*messages.ReleaseResponse)
 		m.mu.Lock()
 		if r == nil {
-			n.record(wk.id, "message release by %s -> no answer", short(owner))
+			n.record(wk.id, "message release by %s of token %d -> no answer", short(owner), fencing)
 		} else {
-			n.record(wk.id, "message release by %s -> released %v count %d err %v", short(owner), r.Released, r.HoldCount, r.Error)
+			n.record(wk.id, "message release by %s of token %d -> released %v count %d err %v", short(owner), fencing, r.Released, r.HoldCount, r.Error)
 		}
 		m.mu.Unlock()
 		if r == nil || r.Error != nil {
 			break
 		}
+		grants = append(grants[:at], grants[at+1:]...)
+		lostAtFirst := oa.lostBefore // as r was passed on
 		if wk.rng.IntN(4) == 0 {
 			// The client did not see that answer and sends the same
 			// request again: it must get the same outcome, and release
 			// nothing more (the owner may hold a re-entry still).
-			again, _ := step(msgRelease{req: &messages.ReleaseRequest{RequestId: id, Name: n.name, Kind: kind}}, "message release again").(*messages.ReleaseResponse)
+			again, _ := step(msgRelease{req: proto.Clone(rel).(*messages.ReleaseRequest)}, "message release again").(*messages.ReleaseResponse)
 			m.mu.Lock()
 			if again != nil {
 				n.record(wk.id, "message release again by %s -> released %v count %d err %v", short(owner), again.Released, again.HoldCount, again.Error)
@@ -268,10 +297,92 @@ func (wk *worker) byMessage() {
 					m.fail("a retried ReleaseRequest reports the first one's outcome", n, []string{field()},
 						"first: released %v count %d; again: released %v count %d", r.Released, r.HoldCount, again.Released, again.HoldCount)
 				}
+				// While the owner still holds (the client knows of more
+				// acquisitions), the first outcome, not a refusal
+				// (red-team finding RT12-2).
+				if again.Error.GetCode() == messages.ErrorCode_ERROR_CODE_NOT_OWNER && len(grants) > 0 && oa.lostBefore == lostAtFirst {
+					m.fail("a retried ReleaseRequest reports the first one's outcome", n, []string{field()},
+						"first: released %v count %d; again: %v", r.Released, r.HoldCount, again.Error)
+				}
 			}
 			m.mu.Unlock()
 		}
+		if fencing != 0 && len(grants) > 0 && wk.rng.IntN(6) == 0 {
+			// The id of the acquisition just released, used again: a new
+			// acquisition; sent again, that new one's answer (red-team
+			// findings RT11-2, RT12-1).
+			if !wk.reusedID(n, field, step, oa, &grants, gone.req, gone.token) {
+				break
+			}
+		}
 	}
+}
+
+// knownGrant is an acquisition by message the client knows of: its
+// fencing token, and the request that got it.
+type knownGrant struct {
+	token int64
+	req   *messages.AcquireRequest
+}
+
+// lostAnswer: the client never saw the answer to its newest acquisition
+// (grants' last), releases the newest it knows of by name, and sends the
+// lost request again, which must get its first answer. It reports whether
+// the owner holds what grants says.
+func (wk *worker) lostAnswer(n *nameState, field func() string, step func(any, string) any, oa *ownerActor, grants *[]knownGrant, kind messages.Kind) bool {
+	m := wk.w.model
+	g := *grants
+	lost, known := g[len(g)-1], g[len(g)-2]
+	rel := &messages.ReleaseRequest{RequestId: fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64()), Name: n.name, Kind: kind, FencingToken: known.token}
+	r, _ := step(msgRelease{req: rel}, "message release of the known one").(*messages.ReleaseResponse)
+	if r == nil || r.Error != nil {
+		return false
+	}
+	*grants = append(g[:len(g)-2:len(g)-2], lost)
+	lostBefore := oa.lost.Load()
+	again, _ := step(msgAcquire{req: proto.Clone(lost.req).(*messages.AcquireRequest)}, "message acquire again after a release").(*messages.AcquireResponse)
+	if again == nil || !again.Acquired {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n.record(wk.id, "message acquire again after releasing token %d -> token %d count %d (first: token %d)", known.token, again.FencingToken, again.HoldCount, lost.token)
+	if again.FencingToken != lost.token {
+		if oa.lost.Load() == lostBefore {
+			m.fail("a retried AcquireRequest gets the first answer while its acquisition is held", n, []string{field()},
+				"the client released token %d by name, then sent the request of token %d again: token %d count %d", known.token, lost.token, again.FencingToken, again.HoldCount)
+		}
+		*grants = append(*grants, knownGrant{again.FencingToken, lost.req})
+	}
+	return true
+}
+
+// reusedID sends the request of an acquisition just released (token
+// gone) again, as a client reusing its id would: a new acquisition, and
+// sent once more, that new one's answer.
+func (wk *worker) reusedID(n *nameState, field func() string, step func(any, string) any, oa *ownerActor, grants *[]knownGrant, req *messages.AcquireRequest, gone int64) bool {
+	m := wk.w.model
+	lostBefore := oa.lost.Load()
+	first, _ := step(msgAcquire{req: proto.Clone(req).(*messages.AcquireRequest)}, "message acquire with a reused id").(*messages.AcquireResponse)
+	if first == nil || !first.Acquired {
+		return false
+	}
+	*grants = append(*grants, knownGrant{first.FencingToken, req})
+	again, _ := step(msgAcquire{req: proto.Clone(req).(*messages.AcquireRequest)}, "message acquire with a reused id again").(*messages.AcquireResponse)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case first.FencingToken == gone:
+		m.fail("an acquisition id used again after its grant was released acquires anew", n, []string{field()},
+			"answered with the released grant's token %d", gone)
+	case again == nil || !again.Acquired:
+		return false
+	case again.FencingToken != first.FencingToken && oa.lost.Load() == lostBefore:
+		m.fail("a retried AcquireRequest gets the first answer while its acquisition is held", n, []string{field()},
+			"a reused id answered with token %d, sent again: token %d", first.FencingToken, again.FencingToken)
+	}
+	n.record(wk.id, "message acquire with a reused id -> token %d, again token %d (released: %d)", first.FencingToken, again.GetFencingToken(), gone)
+	return true
 }
 
 // unreachableOwner: an AcquireRequest from an owner actor of another node
