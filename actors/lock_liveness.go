@@ -117,8 +117,11 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 	case err != nil:
 		refuse(err)
 		return
-	case !a.knows(owner):
-		refuse(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
+	case !a.knows(owner, func(g *grant) bool { return g.write == (m.Kind == messages.Kind_KIND_WRITE) }):
+		// Of the kind it renews: a keeper of a read an outlived ended
+		// (its write released meanwhile) learns it here, if the LockLost
+		// could not reach it.
+		refuse(fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q (kind %v) here", ErrNotOwner, a.key.Name, m.Kind))
 		return
 	}
 	lease := a.env.Watchdog
@@ -140,9 +143,11 @@ func (a *lockActor) renewMessage(ctx actor.Context, m *messages.RenewRequest) {
 	ctx.Respond(&messages.RenewResponse{RequestId: m.RequestId, Renewed: true, LeaseMs: lease.Milliseconds()})
 }
 
-// knows reports whether owner holds or waits for the lock here by message.
-func (a *lockActor) knows(owner string) bool {
-	if h := a.holds.get(owner); h != nil && h.byMessage() && len(h.grants) > 0 {
+// knows reports whether owner holds (a grant that has not ended, of the
+// side, if given) or waits for the lock here by message.
+func (a *lockActor) knows(owner string, side func(*grant) bool) bool {
+	held := func(g *grant) bool { return g.ended == nil && (side == nil || side(g)) }
+	if h := a.holds.get(owner); h != nil && h.byMessage() && h.find(held) != nil {
 		return true
 	}
 	for _, r := range a.queue.pending {

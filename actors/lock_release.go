@@ -189,7 +189,7 @@ func (a *lockActor) cancelMessage(ctx actor.Context, m *messages.CancelRequest) 
 	case a.queue.pending[reqKey{from: owner, id: m.RequestId}] != nil:
 		a.cancel(ctx, reqKey{from: owner, id: m.RequestId})
 		respond(true, nil)
-	case a.knows(owner):
+	case a.knows(owner, nil):
 		respond(false, nil) // answered already
 	default:
 		respond(false, fmt.Errorf("%w: that owner_token holds or awaits nothing of lock %q here", ErrNotOwner, a.key.Name))
