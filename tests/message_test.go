@@ -47,6 +47,14 @@ func (p *probe) send(sys *actor.ActorSystem, to *actor.PID, msg proto.Message) {
 	sys.Root.Send(p.pid, &sendTo{to: to, msg: msg})
 }
 
+// ask sends req from p to rt's lock protocol and returns its answer (3 s
+// at most).
+func ask[T proto.Message](t *testing.T, rt *actorlock.Runtime, p *probe, req proto.Message) T {
+	t.Helper()
+	p.send(actorkit.System(rt), actorkit.PID(rt), req)
+	return receive[T](t, p, 3*time.Second)
+}
+
 func receive[T proto.Message](t *testing.T, p *probe, within time.Duration) T {
 	t.Helper()
 	deadline := time.After(within)

@@ -37,12 +37,10 @@ func TestRedTeam10RetriedAcquireAfterItsGrantWasReleasedAcquiresAgain(t *testing
 	const name = "rt10-retried-acquire-after-release"
 
 	acquire := func(id, token string) *messages.AcquireResponse {
-		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
-		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
+		return ask[*messages.AcquireResponse](t, rt, p, &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	}
 	release := func(id, token string, fencing int64) *messages.ReleaseResponse {
-		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
-		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
+		return ask[*messages.ReleaseResponse](t, rt, p, &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
 	}
 	r1 := acquire("a1", "")
 	require.True(t, r1.Acquired)

@@ -40,12 +40,10 @@ func TestRedTeam11RetriedAcquireAnsweredWithAReleasedGrantsLease(t *testing.T) {
 	const name = "rt11-retried-acquire-lease"
 
 	acquire := func(id, token string, lease time.Duration) *messages.AcquireResponse {
-		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, LeaseMs: lease.Milliseconds()})
-		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
+		return ask[*messages.AcquireResponse](t, rt, p, &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, LeaseMs: lease.Milliseconds()})
 	}
 	release := func(id, token string, fencing int64) *messages.ReleaseResponse {
-		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
-		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
+		return ask[*messages.ReleaseResponse](t, rt, p, &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
 	}
 	r1 := acquire("a1", "", 0) // watchdog
 	require.True(t, r1.Acquired)
@@ -96,12 +94,10 @@ func TestRedTeam11ReusedAcquireIDAfterItsReleaseAcquiresNothing(t *testing.T) {
 	const name = "rt11-reused-acquire-id"
 
 	acquire := func(id, token string, kind messages.Kind) *messages.AcquireResponse {
-		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: kind, OwnerToken: token})
-		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
+		return ask[*messages.AcquireResponse](t, rt, p, &messages.AcquireRequest{RequestId: id, Name: name, Kind: kind, OwnerToken: token})
 	}
 	release := func(id, token string, kind messages.Kind) *messages.ReleaseResponse {
-		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: kind, OwnerToken: token})
-		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
+		return ask[*messages.ReleaseResponse](t, rt, p, &messages.ReleaseRequest{RequestId: id, Name: name, Kind: kind, OwnerToken: token})
 	}
 	w := acquire("w", "", messages.Kind_KIND_WRITE)
 	require.True(t, w.Acquired)
@@ -136,8 +132,7 @@ func TestReleaseByMessageNamingAnUnknownAcquisitionIsRefused(t *testing.T) {
 	r1 := receive[*messages.AcquireResponse](t, p, 3*time.Second)
 	require.True(t, r1.Acquired)
 	release := func(id string, kind messages.Kind, fencing int64) *messages.ReleaseResponse {
-		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: kind, OwnerToken: r1.OwnerToken, FencingToken: fencing})
-		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
+		return ask[*messages.ReleaseResponse](t, rt, p, &messages.ReleaseRequest{RequestId: id, Name: name, Kind: kind, OwnerToken: r1.OwnerToken, FencingToken: fencing})
 	}
 	for i, c := range []struct {
 		kind    messages.Kind

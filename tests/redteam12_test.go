@@ -29,12 +29,10 @@ func TestRedTeam12RetryOfAReusedAcquireIDAcquiresAgain(t *testing.T) {
 	const name = "rt12-reused-acquire-id-retried"
 
 	acquire := func(id, token string) *messages.AcquireResponse {
-		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
-		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
+		return ask[*messages.AcquireResponse](t, rt, p, &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	}
 	release := func(id, token string, fencing int64) *messages.ReleaseResponse {
-		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
-		return receive[*messages.ReleaseResponse](t, p, 3*time.Second)
+		return ask[*messages.ReleaseResponse](t, rt, p, &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
 	}
 	a0 := acquire("a0", "")
 	require.True(t, a0.Acquired)
@@ -74,8 +72,7 @@ func TestRedTeam12RetryOfAReleaseThatJoinedAnotherIsRefused(t *testing.T) {
 	const name = "rt12-joined-release-retried"
 
 	acquire := func(id, token string) *messages.AcquireResponse {
-		p.send(sys, actorkit.PID(rt), &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
-		return receive[*messages.AcquireResponse](t, p, 3*time.Second)
+		return ask[*messages.AcquireResponse](t, rt, p, &messages.AcquireRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token})
 	}
 	send := func(id, token string, fencing int64) {
 		p.send(sys, actorkit.PID(rt), &messages.ReleaseRequest{RequestId: id, Name: name, Kind: messages.Kind_KIND_LOCK, OwnerToken: token, FencingToken: fencing})
