@@ -2,6 +2,8 @@ package actors
 
 import (
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -91,7 +93,16 @@ func (a *lockActor) giveBackHold(h *hold) {
 		}
 	}
 	if n := h.granted(false, nil); h.count > 0 && n > 0 {
-		a.giveBack(h.owner, false, n, h.count, h.token, lease)
+		token := h.token
+		if a.fam.shares() {
+			// The token of the newest read-hold key, which the give-back
+			// checks (0, unchecked, if unknown).
+			token = 0
+			if int64(len(h.reads)) == h.count {
+				token = h.reads[h.count-1].token
+			}
+		}
+		a.giveBack(h.owner, false, n, h.count, token, lease)
 	}
 	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
 		a.giveBack(h.owner, true, n, h.writes, h.token, lease)
@@ -111,11 +122,30 @@ func (a *lockActor) giveBackHold(h *hold) {
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) {
 	a.settle(owner)
 	for _, s := range a.steps {
-		if u, ok := s.(*undoStep); ok && u.owner == owner {
+		// A read give-back checks its own key's token (rw_read_unlock.lua),
+		// which the newer does not change.
+		if u, ok := s.(*undoStep); ok && u.owner == owner && (u.write || !a.fam.shares()) {
 			u.token = token
 		}
 	}
 	a.first(&undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout)})
+}
+
+// giveBackUnknown gives back the one hold an attempt (or hand-off) of
+// owner whose outcome stayed unknown may have granted, if Redis counts
+// ifCount: no grant's token is known to check, so only for an owner id
+// this runtime made, which nobody else uses. A WithOwner id may be held
+// through other runtimes too (say, afresh once this grant expired, or
+// before it if it never ran), and a give-back checked by count alone
+// would release that hold: the grant, if there is one, expires within
+// its lease instead.
+func (a *lockActor) giveBackUnknown(owner string, write bool, ifCount int64, lease time.Duration) {
+	if !strings.HasPrefix(owner, a.env.RuntimeID+":") {
+		a.env.Log.Warn("actorlock: a lock grant of unknown outcome is left to expire: its owner id (WithOwner) may be held through another runtime",
+			slog.String("lock", a.key.Name), slog.String("owner", owner), slog.Duration("within", lease))
+		return
+	}
+	a.giveBack(owner, write, 1, ifCount, 0, lease)
 }
 
 // queuedUndo is the earliest give-back of owner's holds on that side

@@ -501,7 +501,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 				// later: see first).
 				a.abandonHold(ctx, h, LossRenewalFailed, "a re-entry's outcome stayed unknown (Redis did not answer), so whether the hold was still there cannot be told")
 			}
-			a.giveBack(r.owner, r.write(), 1, s.seen+1, 0, r.leaseOr(a.env.Watchdog))
+			a.giveBackUnknown(r.owner, r.write(), s.seen+1, r.leaseOr(a.env.Watchdog))
 			a.leaveIfQueued(r, true)
 		}
 		return

@@ -211,7 +211,7 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 		}
 		if s.next != nil && unsettled(d.err) {
 			// The waiter may hold it now without knowing: undo, then retry.
-			a.giveBack(s.next.owner, s.next.write(), 1, 1, 0, s.next.leaseOr(a.env.Watchdog))
+			a.giveBackUnknown(s.next.owner, s.next.write(), 1, s.next.leaseOr(a.env.Watchdog))
 		}
 		a.headReady = true
 		return

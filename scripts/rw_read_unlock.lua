@@ -7,12 +7,17 @@
 -- ARGV[4] "" or a read count: act only if the owner's count equals it
 -- ARGV[5] owner's read-hold key prefix {name}:<owner>:rwlock_timeout
 -- ARGV[6] prefix of every owner's read-hold keys: {name}
--- ARGV[7..9] the guard's (guard.lua)
+-- ARGV[7] "" or a fencing token: act only if the owner's newest read-hold
+--         key (numbered by its count) holds no other token, so that a
+--         give-back spares a fresh read of the same owner id taken since
+--         (a read's token is in its key; the counter moves with others')
+-- ARGV[8..10] the guard's (guard.lua)
 -- While other holds remain, the lock lives as long as its longest live read
 -- hold: the read-hold keys of a reader that died have expired, so it stops
 -- counting, and once no live hold remains the lock is deleted, dead readers
 -- and all. Returns {1, heard} lock freed (readers' waiters told, "0"),
--- {0} still held, {-1} not a reader, {-2} count differs from ARGV[4].
+-- {0} still held, {-1} not a reader, {-2} count or token differs from
+-- ARGV[4], ARGV[7].
 return guarded(function()
   local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
   local mode = redis.call('hget', KEYS[1], 'mode')
@@ -22,6 +27,12 @@ return guarded(function()
   local expect = tonumber(ARGV[4])
   if expect and count ~= expect then
     return {-2}
+  end
+  if ARGV[7] ~= '' then
+    local token = redis.call('get', ARGV[5] .. ':' .. count)
+    if token and token ~= ARGV[7] then
+      return {-2}
+    end
   end
   local holds = math.min(tonumber(ARGV[2]), count)
   for i = count, count - holds + 1, -1 do
