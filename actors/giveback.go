@@ -94,15 +94,22 @@ func (a *lockActor) giveBackHold(h *hold) {
 	}
 	if n := h.granted(false, nil); h.count > 0 && n > 0 {
 		token := h.token
+		var keys []int64
 		if a.fam.shares() {
 			// The token of the newest read-hold key, which the give-back
 			// checks (0, unchecked, if unknown).
 			token = 0
 			if int64(len(h.reads)) == h.count {
-				token = h.reads[h.count-1].token
+				for _, k := range h.reads {
+					keys = append(keys, k.token)
+				}
+				token = keys[h.count-1]
 			}
 		}
 		a.giveBack(h.owner, false, n, h.count, token, lease)
+		if u := a.queuedUndo(h.owner, false); u != nil && keys != nil {
+			u.readTokens = keys
+		}
 	}
 	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
 		a.giveBack(h.owner, true, n, h.writes, h.token, lease)
@@ -121,10 +128,12 @@ func (a *lockActor) giveBackHold(h *hold) {
 // the older ones expect the newer's token (0: unknown, unchecked).
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) {
 	a.settle(owner)
+	// A read give-back checks its own key's token (rw_read_unlock.lua),
+	// not the counter: it neither takes a newer give-back's token nor
+	// hands its own on.
+	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for _, s := range a.steps {
-		// A read give-back checks its own key's token (rw_read_unlock.lua),
-		// which the newer does not change.
-		if u, ok := s.(*undoStep); ok && u.owner == owner && (u.write || !a.fam.shares()) {
+		if u, ok := s.(*undoStep); ok && u.owner == owner && counter(u.write) && counter(write) {
 			u.token = token
 		}
 	}
@@ -140,7 +149,9 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 // would release that hold: the grant, if there is one, expires within
 // its lease instead.
 func (a *lockActor) giveBackUnknown(owner string, write bool, ifCount int64, lease time.Duration) {
-	if !strings.HasPrefix(owner, a.env.RuntimeID+":") {
+	// A re-entry's (ifCount > 1) is checked by holds of the owner's own
+	// that no fresh hold of another runtime counts with: given back.
+	if ifCount <= 1 && !strings.HasPrefix(owner, a.env.RuntimeID+":") {
 		a.env.Log.Warn("actorlock: a lock grant of unknown outcome is left to expire: its owner id (WithOwner) may be held through another runtime",
 			slog.String("lock", a.key.Name), slog.String("owner", owner), slog.Duration("within", lease))
 		return
@@ -168,6 +179,14 @@ func (a *lockActor) undone(owner string, write bool, n int64, state scripts.Unlo
 		return
 	}
 	u.holds, u.ifCount = max(u.holds, 1)-n, u.ifCount-n
+	if !u.write && a.fam.shares() {
+		// The release deleted the newest read-hold keys: the key the
+		// give-back checks now is key ifCount (its token unknown: 0).
+		u.token = 0
+		if u.ifCount > 0 && u.ifCount <= int64(len(u.readTokens)) {
+			u.token = u.readTokens[u.ifCount-1]
+		}
+	}
 	if state == scripts.Released || u.holds <= 0 || u.ifCount <= 0 {
 		for i, s := range a.steps {
 			if s == u {

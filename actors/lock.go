@@ -492,6 +492,15 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 		// answer of Redis (BUSY, say) or a refused dial is a known
 		// outcome: nothing was done, and the owner's holds are untouched.
 		if unsettled(d.err) {
+			// A read's count does not expire with its key: while the
+			// owner's other read-hold keys keep the lock, so does the
+			// count of this one, whose give-back is tried that long.
+			lease := r.leaseOr(a.env.Watchdog)
+			if h := a.holds.get(r.owner); h != nil {
+				for _, k := range h.reads {
+					lease = max(lease, k.until-since())
+				}
+			}
 			if h := a.holds.get(r.owner); h != nil {
 				// A re-entry: nor can it be told whether the owner's
 				// holds were still there (deleted or expired, then the
@@ -501,7 +510,7 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 				// later: see first).
 				a.abandonHold(ctx, h, LossRenewalFailed, "a re-entry's outcome stayed unknown (Redis did not answer), so whether the hold was still there cannot be told")
 			}
-			a.giveBackUnknown(r.owner, r.write(), s.seen+1, r.leaseOr(a.env.Watchdog))
+			a.giveBackUnknown(r.owner, r.write(), s.seen+1, lease)
 			a.leaveIfQueued(r, true)
 		}
 		return

@@ -562,13 +562,17 @@ func (a *lockActor) releaseTarget(h *hold, s *releaseStep) *request {
 // counts exactly ifCount of them, so a newer hold is never touched
 // (giveback.go). Its owner's work stays unsettled until it is done.
 type undoStep struct {
-	owner    string
-	write    bool
-	holds    int64 // 0 means 1
-	ifCount  int64
-	token    int64         // the fencing counter as it must still read (0: not checked)
-	keep     time.Duration // fair: the owner keeps its place at the head that long (0: no)
-	giveUpAt time.Time
+	owner   string
+	write   bool
+	holds   int64 // 0 means 1
+	ifCount int64
+	token   int64         // the fencing counter as it must still read (0: not checked)
+	keep    time.Duration // fair: the owner keeps its place at the head that long (0: no)
+	// readTokens (read give-backs of a hold) are the tokens of the owner's
+	// read-hold keys 1..ifCount: the token checked follows ifCount when a
+	// release in flight lowers it (undone).
+	readTokens []int64
+	giveUpAt   time.Time
 
 	unlock scripts.Unlock // outcome
 }
