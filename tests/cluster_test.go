@@ -99,7 +99,11 @@ func TestClusterHoldsAndRenewsAThousandNames(t *testing.T) {
 		}
 	}
 	t.Logf("lowest PTTL seen over 3 leases: %v (lease %v, renewed every lease/3)", minTTL, lease)
-	assert.GreaterOrEqual(t, minTTL, lease/3-150*time.Millisecond)
+	// Renewed every lease/3, so about 2/3 of a lease is left before each
+	// renewal; a round of 1000 names over three masters ran ~0.9 s late
+	// once in CI, under -race beside three other test packages (444 ms
+	// left). The bound is that no name came near expiring.
+	assert.GreaterOrEqual(t, minTTL, lease/8)
 	for i, h := range helds {
 		select {
 		case <-h.Done():

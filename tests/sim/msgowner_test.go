@@ -297,17 +297,18 @@ func (wk *worker) byMessage() {
 					m.fail("a retried ReleaseRequest reports the first one's outcome", n, []string{field()},
 						"first: released %v count %d; again: released %v count %d", r.Released, r.HoldCount, again.Released, again.HoldCount)
 				}
-				// While the owner still holds (the client knows of more
-				// acquisitions), the first outcome, not a refusal
-				// (red-team finding RT12-2).
-				if again.Error.GetCode() == messages.ErrorCode_ERROR_CODE_NOT_OWNER && len(grants) > 0 && oa.lostBefore == lostAtFirst {
+				// While the owner still holds (by the first answer's
+				// count; its holds may have been lost since it learnt of
+				// them), the first outcome, not a refusal (red-team
+				// finding RT12-2).
+				if again.Error.GetCode() == messages.ErrorCode_ERROR_CODE_NOT_OWNER && r.HoldCount > 0 && oa.lostBefore == lostAtFirst {
 					m.fail("a retried ReleaseRequest reports the first one's outcome", n, []string{field()},
 						"first: released %v count %d; again: %v", r.Released, r.HoldCount, again.Error)
 				}
 			}
 			m.mu.Unlock()
 		}
-		if fencing != 0 && len(grants) > 0 && wk.rng.IntN(6) == 0 {
+		if fencing != 0 && r.HoldCount > 0 && wk.rng.IntN(6) == 0 {
 			// The id of the acquisition just released, used again: a new
 			// acquisition; sent again, that new one's answer (red-team
 			// findings RT11-2, RT12-1).
