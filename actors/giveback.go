@@ -106,10 +106,7 @@ func (a *lockActor) giveBackHold(h *hold) {
 				token = keys[h.count-1]
 			}
 		}
-		a.giveBack(h.owner, false, n, h.count, token, lease)
-		if u := a.queuedUndo(h.owner, false); u != nil && keys != nil {
-			u.readTokens = keys
-		}
+		a.giveBack(h.owner, false, n, h.count, token, lease).readTokens = keys
 	}
 	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
 		a.giveBack(h.owner, true, n, h.writes, h.token, lease)
@@ -126,7 +123,7 @@ func (a *lockActor) giveBackHold(h *hold) {
 // newer sight of the owner's count and counter, so the one before it finds
 // what it expects once the newer has run; the counter does not go back, so
 // the older ones expect the newer's token (0: unknown, unchecked).
-func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) {
+func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
 	// A read give-back checks its own key's token (rw_read_unlock.lua),
 	// not the counter: it neither takes a newer give-back's token nor
@@ -137,7 +134,9 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 			u.token = token
 		}
 	}
-	a.first(&undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout)})
+	u := &undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout)}
+	a.first(u)
+	return u
 }
 
 // giveBackUnknown gives back the one hold an attempt (or hand-off) of

@@ -500,8 +500,6 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 				for _, k := range h.reads {
 					lease = max(lease, k.until-since())
 				}
-			}
-			if h := a.holds.get(r.owner); h != nil {
 				// A re-entry: nor can it be told whether the owner's
 				// holds were still there (deleted or expired, then the
 				// attempt started a fresh hold that would pass for
