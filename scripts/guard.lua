@@ -24,7 +24,9 @@
 -- ARGV[#ARGV - 1] not after: server clock in microseconds, or ""
 -- ARGV[#ARGV]     "1" to settle, "" to act
 -- Every reply ends with the server's clock in microseconds, for the
--- caller's estimate of it.
+-- caller's estimate of it. A body's reply starts with a status that is
+-- never NOT_RUN or LATE (a count that may be any integer goes after it):
+-- the caller tells the guard's answers from the body's by that element.
 local NOT_RUN, LATE = -8, -9
 
 local function guard_encode(reply)

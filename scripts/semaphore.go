@@ -98,7 +98,10 @@ func AddPermits(ctx context.Context, c Client, name string, n int64, g Guard) (i
 	if err != nil {
 		return 0, err
 	}
-	return v[0], nil
+	if len(v) != 2 {
+		return 0, fmt.Errorf("scripts: unexpected semaphore add reply %v", v)
+	}
+	return v[1], nil
 }
 
 // TrySetPermits sets semaphore name's permits to n unless already set.

@@ -272,3 +272,26 @@ func TestSemaphoreMessages(t *testing.T) {
 		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, acq.GetError().GetCode(), "%v", m)
 	}
 }
+
+// A semaphore's count may go below zero (AddPermits takes more than there
+// are), and whatever it becomes is the count, never mistaken for the
+// duplicate guard's own "did nothing" answers (-8, -9): an AddPermits or
+// Release that leaves -8 or -9 reports success, and acted once.
+func TestSemaphoreCountMayBeAnyNegative(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 10*time.Second)
+	s := rt.Semaphore("sem-negative")
+	require.NoError(t, s.AddPermits(ctx, -7))
+	for _, want := range []int64{-8, -9, -10} {
+		require.NoError(t, s.AddPermits(ctx, -1), "taking a permit to %d", want)
+		n, err := s.Available(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+	}
+	require.NoError(t, s.Release(ctx, 1))
+	require.NoError(t, s.Release(ctx, 1))
+	n, err := rdb.Get(ctx, "sem-negative").Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(-8), n, "each call acted once")
+}
