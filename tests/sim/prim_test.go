@@ -576,6 +576,23 @@ func (pw *primWorker) semAcquire(p *primState) {
 	timeout := pw.dur(10*time.Millisecond, 1500*time.Millisecond)
 	var ok bool
 	var err error
+	if pw.rng.IntN(8) == 0 {
+		// An acquisition whose outcome stays unknown past its call: its
+		// first attempt takes the permits and loses its reply, and every
+		// attempt after it, and its settling, is refused for a while
+		// (shorter than the settling lasts). The runtime must learn what
+		// it did and give back what nobody got.
+		s := pw.s
+		s.mu.RLock()
+		f := s.f
+		s.mu.RUnlock()
+		window := pw.w.cfg.callTimeout + time.Duration(300+pw.rng.IntN(700))*time.Millisecond
+		out := f.aimAt(&aim{kind: fReleaseOutage, window: window, left: 1000,
+			match: func(sc scriptCall) bool { return sc.script == "semaphore_acquire" && arg(sc.keys, 0) == p.name }})
+		// The attempt goes on after a cancelled call returns: the outage
+		// lasts its window from its first hit.
+		defer time.AfterFunc(2*window, func() { f.unaim(out) })
+	}
 	// A cancelled Acquire gives back what won the race, within a call
 	// timeout, before it returns.
 	pw.call(p, "semaphore acquire", timeout, func() {
