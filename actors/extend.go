@@ -30,6 +30,7 @@ type extendDone struct {
 	m      *Extend
 	count  int64 // the owner's hold count when the script was sent
 	token  int64 // and the fencing token of its newest grant
+	ours   int64 // and how many of those holds this runtime granted
 	sentAt time.Time
 	held   bool
 	err    error
@@ -66,10 +67,10 @@ func (a *lockActor) extend(m *Extend) {
 		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; this hold is renewed by the watchdog", ErrInvalidArgument)
 		return
 	}
-	name, rdb, count, token := a.key.Name, a.env.Redis, h.count, h.token
+	name, rdb, count, token, ours := a.key.Name, a.env.Redis, h.count, h.token, h.granted(false, nil)
 	a.extending++
 	a.env.goCall(a.self, func(ctx context.Context) any {
-		d := &extendDone{m: m, count: count, token: token, sentAt: time.Now()}
+		d := &extendDone{m: m, count: count, token: token, ours: ours, sentAt: time.Now()}
 		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
 		return d
 	})
@@ -89,8 +90,9 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 			// The hold's local deadline passed while the script ran, a
 			// moment before Redis would have expired it, and the script
 			// extended it: give back what nobody here holds any more
-			// (when the count is still what it was; see giveback.go).
-			a.giveBack(d.m.Owner, false, d.count, d.count, d.token, d.m.Lease)
+			// (when the count is still what it was; see giveback.go): our
+			// grants, not what the owner id holds through other runtimes.
+			a.giveBack(d.m.Owner, false, d.ours, d.count, d.token, d.m.Lease)
 		}
 		d.m.Reply <- lostError("the hold ended during this extension")
 	case !d.held:

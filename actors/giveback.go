@@ -122,7 +122,9 @@ func (a *lockActor) giveBackHold(h *hold) {
 // expired anyway. Give-backs run newest first (first): each is queued on a
 // newer sight of the owner's count and counter, so the one before it finds
 // what it expects once the newer has run; the counter does not go back, so
-// the older ones expect the newer's token (0: unknown, unchecked).
+// the older ones expect the newer's token. A newer one's unknown token (0)
+// leaves theirs: unchecked, they could release a fresh hold of the same
+// owner id taken through another runtime once theirs expired.
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
 	// A read give-back checks its own key's token (rw_read_unlock.lua),
@@ -130,7 +132,7 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// hands its own on.
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for _, s := range a.steps {
-		if u, ok := s.(*undoStep); ok && u.owner == owner && counter(u.write) && counter(write) {
+		if u, ok := s.(*undoStep); ok && u.owner == owner && counter(u.write) && counter(write) && token > 0 {
 			u.token = token
 		}
 	}
@@ -145,12 +147,11 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 // this runtime made, which nobody else uses. A WithOwner id may be held
 // through other runtimes too (say, afresh once this grant expired, or
 // before it if it never ran), and a give-back checked by count alone
-// would release that hold: the grant, if there is one, expires within
-// its lease instead.
+// would release that hold, a re-entry's too (the other runtime may have
+// re-entered to the same count): the grant, if there is one, expires
+// within its lease instead.
 func (a *lockActor) giveBackUnknown(owner string, write bool, ifCount int64, lease time.Duration) {
-	// A re-entry's (ifCount > 1) is checked by holds of the owner's own
-	// that no fresh hold of another runtime counts with: given back.
-	if ifCount <= 1 && !strings.HasPrefix(owner, a.env.RuntimeID+":") {
+	if !strings.HasPrefix(owner, a.env.RuntimeID+":") {
 		a.env.Log.Warn("actorlock: a lock grant of unknown outcome is left to expire: its owner id (WithOwner) may be held through another runtime",
 			slog.String("lock", a.key.Name), slog.String("owner", owner), slog.Duration("within", lease))
 		return

@@ -117,9 +117,9 @@ type family interface {
 	// shares reports whether owners can hold at once (readers): a grant
 	// lets the next waiter try, and renewals carry the read count.
 	shares() bool
-	// unheld takes n holds of the released side off h after a release that
-	// left the lock held, and reports whether local waiters may try.
-	unheld(h *hold, n int64, write bool) bool
+	// unheld takes the holds release s released off h after it left the
+	// lock held, and reports whether local waiters may try.
+	unheld(h *hold, s *releaseStep) bool
 	// forceEnds reports whether a forced unlock of that side ends h.
 	forceEnds(h *hold, write bool) bool
 }

@@ -73,8 +73,8 @@ func (fair) shares() bool { return false }
 // is one of ours, its channel message wakes it.
 func (fair) releasedPublicly(*lockActor, int64) {}
 
-func (fair) unheld(h *hold, n int64, _ bool) bool {
-	h.count = max(h.count-n, 1)
+func (fair) unheld(h *hold, s *releaseStep) bool {
+	h.count = max(h.count-s.holds, 1)
 	return false
 }
 

@@ -346,10 +346,12 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 			s.replies = nil
 		}
 	}
-	// Our grants only, but for a release in flight, which releases its own:
-	// an owner id given with WithOwner may be held through other runtimes
-	// too, and Redis counts their holds with ours.
-	reads, writes := h.granted(false, a.inflight), h.granted(true, a.inflight)
+	// Our grants only, but for a release on its way (in flight, or being
+	// settled: Redis may have run it), which releases its own: an owner id
+	// given with WithOwner may be held through other runtimes too, and
+	// Redis counts their holds with ours.
+	reads := max(h.granted(false, nil)-h.releasing[0], 0)
+	writes := max(h.granted(true, nil)-h.releasing[1], 0)
 	if mutant.On(14) {
 		reads, writes = h.count, h.writes
 	}

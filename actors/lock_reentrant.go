@@ -56,8 +56,8 @@ func (reentrant) releasedPublicly(a *lockActor, heard int64) {
 }
 
 // unheld: Redis still counts holds of the owner, at least one.
-func (reentrant) unheld(h *hold, n int64, _ bool) bool {
-	h.count = max(h.count-n, 1)
+func (reentrant) unheld(h *hold, s *releaseStep) bool {
+	h.count = max(h.count-s.holds, 1)
 	return false
 }
 

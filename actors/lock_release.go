@@ -285,7 +285,7 @@ func (a *lockActor) stillHeld(ctx actor.Context, h *hold, s *releaseStep) int64 
 	if h == nil {
 		return 0
 	}
-	if a.fam.unheld(h, s.holds, s.write) {
+	if a.fam.unheld(h, s) {
 		a.headReady = true
 	}
 	a.syncRenewal(h)

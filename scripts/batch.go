@@ -35,6 +35,7 @@ type Batched struct {
 // batchCall is one queued call. wake receives nil when its command has
 // been answered, or the batch it is to send (itself included).
 type batchCall struct {
+	ctx  context.Context
 	cmd  redis.Cmder
 	wake chan []*batchCall
 }
@@ -54,13 +55,13 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 		return cmd.Err()
 	}
 	c := batchCalls.Get().(*batchCall)
-	c.cmd = cmd
+	c.ctx, c.cmd = ctx, cmd
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	if batch := <-c.wake; batch != nil {
 		b.send(ctx, batch, c)
 	}
-	c.cmd = nil
+	c.ctx, c.cmd = nil, nil
 	batchCalls.Put(c)
 	return cmd.Err()
 }
@@ -70,13 +71,28 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 // with the sender's ctx: a caller that gives up must not fail the calls of
 // others riding with it (a cancelled call would look final to them). The
 // client's read and write timeouts bound it, as they bound a lone call.
+//
+// A call whose ctx ended while it queued is not sent: its caller has
+// returned or is returning (bounded), told the call may have run, and a
+// command that left now would act behind its back for as long as its
+// deadline in Redis allows.
 func (b *Batched) send(ctx context.Context, batch []*batchCall, sender *batchCall) {
 	ctx = context.WithoutCancel(ctx)
-	if len(batch) == 1 {
-		_ = b.UniversalClient.Process(ctx, batch[0].cmd) // no pipeline to build
-	} else {
+	live := batch[:0:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.cmd.SetErr(context.Cause(c.ctx))
+			continue
+		}
+		live = append(live, c)
+	}
+	switch len(live) {
+	case 0:
+	case 1:
+		_ = b.UniversalClient.Process(ctx, live[0].cmd) // no pipeline to build
+	default:
 		pipe := b.UniversalClient.Pipeline()
-		for _, c := range batch {
+		for _, c := range live {
 			_ = pipe.Process(ctx, c.cmd)
 		}
 		// Exec's error is also each command's: the callers read their own.

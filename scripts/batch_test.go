@@ -34,9 +34,10 @@ func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // While the one flight is on the wire (a script keeps Redis busy for
-// 1 s), two calls queue; they leave together in one pipeline, sent by
-// the first, whose caller has given up by then: the second call still
-// runs and succeeds.
+// 1 s), three calls queue; the first one's caller gives up meanwhile. The
+// two others leave together in one pipeline, sent by that first one's
+// goroutine, which does not send its own call: its caller was told it may
+// have run, and it must not act behind its back now.
 func TestBatchedQueueLeavesTogetherAndOutlivesItsSender(t *testing.T) {
 	srv, err := redisserver.Start()
 	if err != nil {
@@ -57,26 +58,32 @@ while true do
   if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > 1000000 then return 1 end
 end`, 0)
 	senderCtx, giveUp := context.WithCancel(ctx)
-	sent := redis.NewCmd(senderCtx, "set", "batch:sender", 1)
+	abandoned := redis.NewCmd(senderCtx, "set", "batch:abandoned", 1)
 	rider := redis.NewCmd(ctx, "set", "batch:rider", 1)
+	other := redis.NewCmd(ctx, "set", "batch:other", 1)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = b.Process(ctx, busy) })
 	time.Sleep(200 * time.Millisecond) // the busy script holds the flight
-	wg.Go(func() { _ = b.Process(senderCtx, sent) })
+	wg.Go(func() { _ = b.Process(senderCtx, abandoned) })
 	time.Sleep(100 * time.Millisecond)
 	wg.Go(func() { _ = b.Process(ctx, rider) })
+	wg.Go(func() { _ = b.Process(ctx, other) })
 	time.Sleep(100 * time.Millisecond)
 	giveUp()
 	wg.Wait()
 
 	require.NoError(t, busy.Err())
 	require.NoError(t, rider.Err(), "a call failed because the caller that sent its pipeline gave up")
-	assert.NoError(t, sent.Err())
-	n, err := rdb.Exists(ctx, "batch:sender", "batch:rider").Result()
+	require.NoError(t, other.Err())
+	assert.ErrorIs(t, abandoned.Err(), context.Canceled, "the call whose caller gave up while it queued")
+	n, err := rdb.Exists(ctx, "batch:abandoned").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a call whose caller gave up before it left is not sent")
+	n, err = rdb.Exists(ctx, "batch:rider", "batch:other").Result()
 	require.NoError(t, err)
 	assert.EqualValues(t, 2, n)
 	hook.mu.Lock()
 	defer hook.mu.Unlock()
-	assert.Equal(t, []int{2}, hook.sizes, "the two queued calls left in one pipeline")
+	assert.Equal(t, []int{2}, hook.sizes, "the two live queued calls left in one pipeline")
 }

@@ -1,10 +1,12 @@
 package tests
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
@@ -58,26 +60,29 @@ func TestRedTeam16ReadGiveBackAfterAReleaseInFlightIsRefused(t *testing.T) {
 	freedWithin(t, ctx, direct, name, 1200*time.Millisecond, "the abandoned read is given back once Redis answers (the release was answered)")
 }
 
-// RT16-2: a re-entered read of a WithOwner id whose outcome could not be
-// learnt is left to expire (giveBackUnknown), but the outer read, which
-// the same outcome made lost (abandonHold), is given back only while Redis
-// counts what it last saw (1): the unknown re-entry ran, Redis counts 2,
-// and the give-back is refused. The whole hold, the read declared lost
-// included, stays in Redis for the outer read's lease (10 s then; 20 s
-// here), not the
-// unknown grant's (1 s): a read hash lives as long as its longest read-hold
-// key, and its count does not drop when key 2 expires. Before ee4c7dd the
-// unknown grant's count-only give-back ran first and the outer's then
-// found count 1.
+// RT16-2: a re-entered read whose outcome could not be learnt is given
+// back (giveBackUnknown: an owner id this runtime made, which nobody else
+// uses), but the outer read, which the same outcome made lost
+// (abandonHold), is given back only while Redis counts what it last saw
+// (1): the unknown re-entry ran, Redis counts 2, and the give-back is
+// refused. The whole hold, the read declared lost included, stayed in
+// Redis for the outer read's lease (20 s here), not the unknown grant's
+// (1 s): a read hash lives as long as its longest read-hold key, and its
+// count does not drop when key 2 expires. The unknown re-entry's give-back
+// is now tried as long as the owner's keys keep the lock. (A WithOwner
+// id's is not given back, by count alone it could release a fresh
+// re-entered hold of the id taken through another runtime, RT17-2: its
+// hold expires within the outer read's lease.)
 func TestRedTeam16LostReadUnderAnUnknownReentryStaysForItsLease(t *testing.T) {
 	t.Parallel()
 	p, direct, rt := proxied(t, actorlock.WithCallTimeout(500*time.Millisecond))
 	other := newRuntime(t, direct)
 	ctx := ctxFor(t, 30*time.Second)
-	const name, owner = "rt16-lost-under-unknown", "owner-rt16-2"
-	rd := rt.ReadWriteLock(name, actorlock.WithOwner(owner)).ReadLocker()
+	const name = "rt16-lost-under-unknown"
+	rd := rt.ReadWriteLock(name).ReadLocker()
 	old, err := rd.Acquire(ctx, actorlock.LeaseTime(20*time.Second))
 	require.NoError(t, err)
+	owner := readerOf(t, ctx, direct, name)
 	mine := func(c respCommand) bool { return c.scriptOn(name, owner) }
 	first := p.on(1, dropReply, 0, mine)
 	var open atomic.Bool
@@ -103,4 +108,17 @@ func TestRedTeam16LostReadUnderAnUnknownReentryStaysForItsLease(t *testing.T) {
 	require.NoError(t, err, "a writer within 5 s of Redis answering, well past the unknown re-entry's 1 s lease (Redis holds %v, PTTL %v)",
 		direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
 	require.NoError(t, w.Unlock(ctx))
+}
+
+// readerOf is the owner id of the one reader of read-write lock name.
+func readerOf(t *testing.T, ctx context.Context, rdb *redis.Client, name string) string {
+	t.Helper()
+	var owners []string
+	for _, f := range rdb.HKeys(ctx, name).Val() {
+		if f != "mode" {
+			owners = append(owners, f)
+		}
+	}
+	require.Len(t, owners, 1, "one reader of %s", name)
+	return owners[0]
 }

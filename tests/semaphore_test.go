@@ -295,3 +295,46 @@ func TestSemaphoreCountMayBeAnyNegative(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(-8), n, "each call acted once")
 }
+
+// A Release whose caller gives up while its command waits for a free
+// flight in the runtime's batching client (every flight on the wire, held
+// back here as CLIENT PAUSE WRITE would hold them) is never sent: its
+// caller was told it may have run, and it must not act behind its back once
+// the flights land (its deadline in Redis would still let it).
+func TestSemaphoreReleaseGivenUpWhileQueuedIsNeverSent(t *testing.T) {
+	t.Parallel()
+	const name, other, flights = "sem-queued-release", "sem-queued-other", 4 // actors.pipelineFlights
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	direct := client(t, srv.Addr)
+	rt := newRuntime(t, client(t, p.Addr()), actorlock.WithCallTimeout(3*time.Second))
+	warmScripts(t, rt)
+	ctx := ctxFor(t, 30*time.Second)
+	sem := rt.Semaphore(name)
+	require.NoError(t, sem.AddPermits(ctx, 10)) // the server's clock learnt too
+
+	held := p.on(flights, holdCommand, 1500*time.Millisecond, func(c respCommand) bool { return c.scriptOn(other) })
+	busy := make(chan error, flights)
+	for range flights {
+		go func() { busy <- rt.Semaphore(other).Release(ctx, 1) }()
+	}
+	for range flights {
+		await(t, held.hits, 5*time.Second, "a flight held")
+	}
+	sent := p.on(1, delayReply, 0, func(c respCommand) bool { return c.scriptOn(name) })
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err := sem.Release(short, 2)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the caller gave up while the release queued")
+	for range flights {
+		require.NoError(t, await(t, busy, 5*time.Second, "a held flight lands"))
+	}
+	select {
+	case <-sent.hits:
+		t.Fatal("the release whose caller gave up was sent")
+	case <-time.After(time.Second):
+	}
+	n, err := direct.Get(ctx, name).Int64()
+	require.NoError(t, err)
+	assert.Equal(t, int64(10), n, "the release did not act")
+}

@@ -55,12 +55,16 @@ const (
 // semaphore's acquisition whose outcome is unknown waits, silent, until no
 // attempt of it can act (its call's deadline by the server's clock, with a
 // slack of half a call timeout) before it asks Redis again: up to a call
-// timeout and a half after its last call.
+// timeout and a half after its last call. A call of a chain may also wait,
+// unseen by the hooks, in the runtime's batching client while every
+// flight is on the wire: at most a read timeout (a flight's pipeline ends
+// then at the latest, say when CLIENT PAUSE WRITE holds it).
 func (c *config) quietFor(kind int) time.Duration {
 	base := 1500 * time.Millisecond
 	if raceEnabled {
 		base = 2500 * time.Millisecond
 	}
+	base += slices.Max(c.readTimeouts)
 	if kind == pExpirable {
 		return max(base, 2*c.callTimeout)
 	}
