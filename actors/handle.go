@@ -196,21 +196,30 @@ func (h *Handle) ReleasePermit(ctx context.Context, name string, ids []string) e
 }
 
 // GiveBackPermits releases permits a cancelled acquisition obtained (ids
-// for a permit-expirable semaphore, else n). Failures are logged: the
-// caller has gone.
+// for a permit-expirable semaphore, else n): within a call timeout if Redis
+// answers, else carried on in the background (settled, and run again if it
+// did not run, as undoAcquire does) for as long as the runtime runs.
 func (h *Handle) GiveBackPermits(ctx context.Context, name string, expirable bool, n int64, ids []string) {
 	ctx, cancel := h.detached(ctx)
 	defer cancel()
-	g := h.env.guard(h.env.NewRequestID())
-	var err error
-	if expirable {
-		err = h.env.releasePermit(ctx, name, ids, g)
-	} else {
-		err = h.env.releasePermits(ctx, name, n, g)
+	env := h.env
+	call := permitsBack(env, name, expirable, n, ids)
+	g, first := env.guard(env.NewRequestID()), time.Now()
+	err := retryGuarded(ctx, g, 19, call)
+	if err == nil || !mayWorkLater(err) && !unsettled(err) {
+		env.permitsBackFailed(name, err) // back, or refused for good (NOPERM)
+		return
 	}
-	if err != nil {
-		h.env.Log.Error("actorlock: could not give back permits a cancelled Acquire obtained", "semaphore", name, "error", err)
-	}
+	env.goCall(nil, func(context.Context) any {
+		if unsettled(err) {
+			err = env.settle(first, g, call)
+		}
+		if err != nil && !unsettled(err) && mayWorkLater(err) {
+			err = env.carryThrough(call)
+		}
+		env.permitsBackFailed(name, err)
+		return nil
+	})
 }
 
 // UpdatePermitLease gives held permit id of semaphore name a new lease, and

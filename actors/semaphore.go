@@ -376,20 +376,31 @@ func (d semDone) mayHold(expirable bool) bool {
 // (runtimeEnv.carryThrough).
 func undoAcquire(env *runtimeEnv, name string, expirable bool, n int64, ids []string) {
 	env.goCall(nil, func(context.Context) any {
-		err := env.carryThrough(func(ctx context.Context, g scripts.Guard) error {
-			if expirable {
-				// Ids not held (expired and reclaimed) release nothing.
-				_, err := scripts.ReleaseExpirablePermits(ctx, env.batched, name, ids, g)
-				return err
-			}
-			_, err := scripts.AddPermits(ctx, env.batched, name, n, g)
-			return err
-		})
-		if err != nil {
-			env.Log.Error("actorlock: could not give back permits nobody took", "semaphore", name, "error", err)
-		}
+		env.permitsBackFailed(name, env.carryThrough(permitsBack(env, name, expirable, n, ids)))
 		return nil
 	})
+}
+
+// permitsBack is the call that gives permit ids, or n permits, back to
+// semaphore name, once for the request its guard guards.
+func permitsBack(env *runtimeEnv, name string, expirable bool, n int64, ids []string) func(context.Context, scripts.Guard) error {
+	return func(ctx context.Context, g scripts.Guard) error {
+		if expirable {
+			// Ids not held (expired and reclaimed) release nothing.
+			_, err := scripts.ReleaseExpirablePermits(ctx, env.batched, name, ids, g)
+			return err
+		}
+		_, err := scripts.AddPermits(ctx, env.batched, name, n, g)
+		return err
+	}
+}
+
+// permitsBackFailed logs a give-back of permits that could not be carried
+// through (err, if any): they are lost.
+func (e *runtimeEnv) permitsBackFailed(name string, err error) {
+	if err != nil {
+		e.Log.Error("actorlock: could not give back permits nobody took", "semaphore", name, "error", err)
+	}
 }
 
 func (a *semaphoreActor) attempted(ctx actor.Context, op *semOp) {
