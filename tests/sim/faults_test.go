@@ -639,14 +639,24 @@ var guardedPrimScripts = []string{"queue_offer", "queue_push", "queue_give_back"
 // request of a primitive, which its retries and its settling share; the
 // last key), "" if none.
 func latchOf(cmds []redis.Cmder) string {
+	if l := latchesOf(cmds); len(l) > 0 {
+		return l[0]
+	}
+	return ""
+}
+
+// latchesOf is the guard keys of every release or guarded primitive
+// script among cmds (a pipeline carries calls of several requests).
+func latchesOf(cmds []redis.Cmder) []string {
+	var out []string
 	for _, c := range cmds {
 		if sc, ok := scriptCallOf(c); ok && (slices.Contains(unlockScripts, sc.script) || slices.Contains(guardedPrimScripts, sc.script)) {
 			if k := arg(sc.keys, len(sc.keys)-1); strings.HasPrefix(k, "actorlock_request:") {
-				return k
+				out = append(out, k)
 			}
 		}
 	}
-	return ""
+	return out
 }
 
 // startOutage starts a release outage on the release among cmds, if any:
@@ -664,17 +674,21 @@ func (f *faults) startOutage(cmds []redis.Cmder, extra time.Duration) bool {
 }
 
 // outage fails cmds before they are sent when they carry a release under
-// an outage (the pipeline they share fails with it).
+// an outage, wherever it rides in a pipeline (the pipeline they share
+// fails with it).
 func (f *faults) outage(cmds []redis.Cmder) error {
-	latch := latchOf(cmds)
-	if latch == "" {
-		return nil
-	}
+	var until time.Time
+	ok := false
 	f.mu.Lock()
-	until, ok := f.outages[latch]
-	if ok && !time.Now().Before(until) {
-		delete(f.outages, latch)
-		ok = false
+	for _, latch := range latchesOf(cmds) {
+		u, on := f.outages[latch]
+		if on && !time.Now().Before(u) {
+			delete(f.outages, latch)
+			on = false
+		}
+		if on {
+			until, ok = u, true
+		}
 	}
 	f.mu.Unlock()
 	if !ok || !f.w.faultsOn.Load() || f.sparesKnown(cmds) {
