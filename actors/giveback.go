@@ -96,14 +96,19 @@ func (a *lockActor) giveBackHold(h *hold) {
 		token := h.token
 		var keys []int64
 		if a.fam.shares() {
-			// The token of the newest read-hold key, which the give-back
-			// checks (0, unchecked, if unknown).
+			// The give-back checks the owner's newest read-hold key: ours,
+			// the newest we know of. When we do not know every key (the
+			// owner id reads through another runtime too), a newer one is
+			// not ours, and the give-back is refused: by count alone it
+			// could release a fresh hold of the id that counts as many.
 			token = 0
+			if n := len(h.reads); n > 0 {
+				token = h.reads[n-1].token
+			}
 			if int64(len(h.reads)) == h.count {
 				for _, k := range h.reads {
 					keys = append(keys, k.token)
 				}
-				token = keys[h.count-1]
 			}
 		}
 		a.giveBack(h.owner, false, n, h.count, token, lease).readTokens = keys

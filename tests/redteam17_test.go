@@ -278,3 +278,56 @@ func TestRedTeam17LateExtendGivesBackAnotherRuntimesHold(t *testing.T) {
 	assert.Equal(t, "1", direct.HGet(ctx, name, owner).Val(), "runtime 2's hold is left in Redis")
 	_ = h2.Unlock(ctx)
 }
+
+// Found while fixing pass 17 (its "suspected" list): a read give-back of
+// a hold whose owner id also reads through another runtime went out
+// unchecked (token 0: this runtime did not know every read-hold key), so,
+// retried for its lease, it matched a fresh hold of the id that counted as
+// many. Runtime 2 reads X (key 1), runtime 1 reads X (key 2), both for
+// 1 s; runtime 1's read ends at its lease and its give-back (1 hold, while
+// X counts 2) is answered BUSY until both keys have expired; runtime 2
+// reads X afresh and re-enters: count 2. The give-back now checks that the
+// newest key is runtime 1's, and is refused; before, it released runtime
+// 2's newest read, and runtime 2's inner Unlock then freed the lock under
+// its outer read.
+func TestRedTeam17ReadGiveBackNotKnowingEveryKeySparesAFreshReentry(t *testing.T) {
+	t.Parallel()
+	srv := startRedis(t)
+	p := startRESPProxy(t, srv.Addr)
+	direct := client(t, srv.Addr)
+	rt1 := newRuntime(t, client(t, p.Addr()), actorlock.WithCallTimeout(500*time.Millisecond))
+	warmScripts(t, rt1)
+	rt2 := newRuntime(t, direct)
+	other := newRuntime(t, direct)
+	ctx := ctxFor(t, 30*time.Second)
+	const name, owner = "rt17-read-give-back-unknowing", "owner-rt17-6"
+	_, err := rt2.ReadWriteLock(name, actorlock.WithOwner(owner)).ReadLocker().Acquire(ctx, actorlock.LeaseTime(time.Second))
+	require.NoError(t, err)
+	var open atomic.Bool
+	refused := p.on(100000, busy, 0, func(c respCommand) bool { return !open.Load() && isRelease(c, name, owner, true) })
+	mine, err := rt1.ReadWriteLock(name, actorlock.WithOwner(owner)).ReadLocker().Acquire(ctx, actorlock.LeaseTime(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "2", direct.HGet(ctx, name, owner).Val(), "one owner id, a read in each runtime")
+	endsLost(t, mine, 3*time.Second, "runtime 1's read ends at its lease")
+	await(t, refused.hits, 2*time.Second, "runtime 1's give-back, answered BUSY")
+	require.Eventually(t, func() bool { return direct.Exists(ctx, name).Val() == 0 }, 5*time.Second, 5*time.Millisecond,
+		"both reads expire while the give-back is refused")
+	rd2 := rt2.ReadWriteLock(name, actorlock.WithOwner(owner)).ReadLocker()
+	outer, err := rd2.Acquire(ctx)
+	require.NoError(t, err, "runtime 2 reads afresh")
+	inner, err := rd2.Acquire(outer.Context())
+	require.NoError(t, err, "and re-enters")
+	require.Equal(t, "2", direct.HGet(ctx, name, owner).Val())
+	tries := p.on(1, delayReply, 0, func(c respCommand) bool { return isRelease(c, name, owner, true) && !settling(c) })
+	open.Store(true)
+	select {
+	case <-tries.ran:
+		time.Sleep(300 * time.Millisecond) // the rest of the give-backs
+	case <-time.After(2 * time.Second):
+	}
+	assert.Equal(t, "2", direct.HGet(ctx, name, owner).Val(), "runtime 2's two reads are left in Redis")
+	require.NoError(t, inner.Unlock(ctx))
+	othersTry(t, ctx, other.ReadWriteLock(name).WriteLocker(), outer, "a writer while runtime 2's outer read is held")
+	require.NoError(t, outer.Err(), "runtime 2's outer read, never unlocked, is held")
+	require.NoError(t, outer.Unlock(ctx))
+}
