@@ -101,14 +101,6 @@ func (e *runtimeEnv) push(ctx context.Context, name string, value []byte, g scri
 	return nil
 }
 
-// giveBack puts v back at the head of list name (an item popped for a
-// taker that has gone), once for the request g guards.
-func (e *runtimeEnv) giveBack(ctx context.Context, name string, v []byte, g scripts.Guard) error {
-	return retryGuarded(ctx, g, 19, func(ctx context.Context, g scripts.Guard) error {
-		return scripts.GiveBack(ctx, e.batched, name, v, g)
-	})
-}
-
 // pop takes the head of list name, waiting up to wait for one (0: not at
 // all), through a hold of its own (scripts.Pop): the item moves there
 // first, and the hold is ended (Taken) at once, so that an item whose reply

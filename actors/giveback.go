@@ -128,8 +128,10 @@ func (a *lockActor) giveBackHold(h *hold) {
 // newer sight of the owner's count and counter, so the one before it finds
 // what it expects once the newer has run; the counter does not go back, so
 // the older ones expect the newer's token. A newer one's unknown token (0)
-// leaves theirs: unchecked, they could release a fresh hold of the same
-// owner id taken through another runtime once theirs expired.
+// leaves a WithOwner id's theirs: unchecked, they could release a fresh
+// hold of the id taken through another runtime once theirs expired (an
+// owner id this runtime made has no other holder, and the stale token
+// would be refused until its hold expired).
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
 	// A read give-back checks its own key's token (rw_read_unlock.lua),
@@ -137,7 +139,7 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// hands its own on.
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for _, s := range a.steps {
-		if u, ok := s.(*undoStep); ok && u.owner == owner && counter(u.write) && counter(write) && token > 0 {
+		if u, ok := s.(*undoStep); ok && u.owner == owner && counter(u.write) && counter(write) && (token > 0 || a.ownID(owner)) {
 			u.token = token
 		}
 	}
@@ -156,13 +158,17 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 // re-entered to the same count): the grant, if there is one, expires
 // within its lease instead.
 func (a *lockActor) giveBackUnknown(owner string, write bool, ifCount int64, lease time.Duration) {
-	if !strings.HasPrefix(owner, a.env.RuntimeID+":") {
+	if !a.ownID(owner) {
 		a.env.Log.Warn("actorlock: a lock grant of unknown outcome is left to expire: its owner id (WithOwner) may be held through another runtime",
 			slog.String("lock", a.key.Name), slog.String("owner", owner), slog.Duration("within", lease))
 		return
 	}
 	a.giveBack(owner, write, 1, ifCount, 0, lease)
 }
+
+// ownID reports whether this runtime made owner id, which nobody else
+// uses (not a WithOwner id).
+func (a *lockActor) ownID(owner string) bool { return strings.HasPrefix(owner, a.env.RuntimeID+":") }
 
 // queuedUndo is the earliest give-back of owner's holds on that side
 // waiting to run, if any.

@@ -77,6 +77,8 @@ func (h *Handle) Push(ctx context.Context, name string, payload []byte) error {
 
 // Pop takes the head of list name, if any.
 func (h *Handle) Pop(ctx context.Context, name string) ([]byte, bool, error) {
+	ctx, cancel := h.bounded(ctx)
+	defer cancel()
 	r, err := once(ctx, "poll", name, func(ctx context.Context) (popped, error) {
 		v, ok, err := h.env.pop(ctx, name, 0)
 		return popped{v, ok}, err
@@ -89,14 +91,15 @@ type popped struct {
 	ok    bool
 }
 
-// GiveBackItem puts v back at the head of list name: a cancelled Take
-// obtained it. Failures are logged: the caller has gone.
+// GiveBackItem puts back at the head of list name an item a cancelled
+// Take obtained (see handBack).
 func (h *Handle) GiveBackItem(ctx context.Context, name string, v []byte) {
-	ctx, cancel := h.detached(ctx)
-	defer cancel()
-	if err := h.env.giveBack(ctx, name, v, h.env.guard(h.env.NewRequestID())); err != nil {
-		h.env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", name, "error", err)
-	}
+	env := h.env
+	h.handBack(ctx, func(ctx context.Context, g scripts.Guard) error {
+		return scripts.GiveBack(ctx, env.batched, name, v, g)
+	}, func(err error) {
+		env.Log.Error("actorlock: could not give back an item a cancelled Take obtained", "queue", name, "error", err)
+	})
 }
 
 // Len is the length of list name.
@@ -196,18 +199,29 @@ func (h *Handle) ReleasePermit(ctx context.Context, name string, ids []string) e
 }
 
 // GiveBackPermits releases permits a cancelled acquisition obtained (ids
-// for a permit-expirable semaphore, else n): within a call timeout if Redis
-// answers, else carried on in the background (settled, and run again if it
-// did not run, as undoAcquire does) for as long as the runtime runs.
+// for a permit-expirable semaphore, else n; see handBack).
 func (h *Handle) GiveBackPermits(ctx context.Context, name string, expirable bool, n int64, ids []string) {
+	env := h.env
+	h.handBack(ctx, permitsBack(env, name, expirable, n, ids), func(err error) { env.permitsBackFailed(name, err) })
+}
+
+// handBack runs call, which gives back what a Go caller that has gone
+// obtained (an item, permits): within a call timeout if Redis answers,
+// before the caller returns; else it goes on in the background for as long
+// as the runtime runs, settled if its outcome is unknown and run again
+// while it did not act, as the actors' give-backs are (carryThrough).
+// failed gets the error of one that could not be carried through.
+func (h *Handle) handBack(ctx context.Context, call func(context.Context, scripts.Guard) error, failed func(error)) {
 	ctx, cancel := h.detached(ctx)
 	defer cancel()
 	env := h.env
-	call := permitsBack(env, name, expirable, n, ids)
 	g, first := env.guard(env.NewRequestID()), time.Now()
 	err := retryGuarded(ctx, g, 19, call)
-	if err == nil || !mayWorkLater(err) && !unsettled(err) {
-		env.permitsBackFailed(name, err) // back, or refused for good (NOPERM)
+	if err == nil {
+		return
+	}
+	if !unsettled(err) && !mayWorkLater(err) {
+		failed(err) // refused for good (NOPERM, a wrong kind)
 		return
 	}
 	env.goCall(nil, func(context.Context) any {
@@ -217,7 +231,9 @@ func (h *Handle) GiveBackPermits(ctx context.Context, name string, expirable boo
 		if err != nil && !unsettled(err) && mayWorkLater(err) {
 			err = env.carryThrough(call)
 		}
-		env.permitsBackFailed(name, err)
+		if err != nil {
+			failed(err)
+		}
 		return nil
 	})
 }

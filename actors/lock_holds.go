@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -346,12 +347,12 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 			s.replies = nil
 		}
 	}
-	// Our grants only, but for a release on its way (in flight, or being
-	// settled: Redis may have run it), which releases its own: an owner id
-	// given with WithOwner may be held through other runtimes too, and
-	// Redis counts their holds with ours.
-	reads := max(h.granted(false, nil)-h.releasing[0], 0)
-	writes := max(h.granted(true, nil)-h.releasing[1], 0)
+	// Our grants only: an owner id given with WithOwner may be held through
+	// other runtimes too, and Redis counts their holds with ours. A release
+	// of ours on its way (in flight, or being settled) is counted too: if
+	// it turns out to have run, this release takes that many fewer
+	// (lessToDrain); if not, this one releases its holds.
+	reads, writes := h.granted(false, nil), h.granted(true, nil)
 	if mutant.On(14) {
 		reads, writes = h.count, h.writes
 	}
@@ -365,6 +366,36 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 		h.by.from = nil
 	}
 	a.syncRenewal(h)
+}
+
+// drainOf is the release of every hold of owner on that side that
+// releaseAll queued (it runs once the owner's work is settled), if it has
+// not run yet.
+func (a *lockActor) drainOf(owner string, write bool) *releaseStep {
+	for _, list := range [2][]step{a.steps, a.parked} {
+		for _, t := range list {
+			if r, ok := t.(*releaseStep); ok && r.grant == nil && r.owner == owner && r.write == write {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// lessToDrain follows a release s that ran after releaseAll counted its grant
+// in a release of every hold of its owner: that one takes s's holds
+// fewer, and none is left once it would take nothing.
+func (a *lockActor) lessToDrain(s *releaseStep) {
+	r := a.drainOf(s.owner, s.write)
+	if r == nil {
+		return
+	}
+	if r.holds -= s.holds; r.holds > 0 {
+		return
+	}
+	drop := func(t step) bool { return t == step(r) }
+	a.steps = slices.DeleteFunc(a.steps, drop)
+	a.parked = slices.DeleteFunc(a.parked, drop)
 }
 
 // expireHolds reports as lost every hold whose validity ran out: the watchdog

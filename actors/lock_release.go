@@ -222,6 +222,9 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 		// release (giveBackHold).
 		a.undone(s.owner, s.write, s.holds, s.unlock.State)
 	}
+	if s.grant != nil && (s.unlock.State == scripts.Released || s.unlock.State == scripts.StillHeld) {
+		a.lessToDrain(s) // what a drain of the owner queued meanwhile takes it as done
+	}
 	switch s.unlock.State {
 	case scripts.Released:
 		a.endGrant(s.grant, ErrUnlocked)

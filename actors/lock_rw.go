@@ -85,41 +85,13 @@ func (readWrite) unheld(h *hold, s *releaseStep) bool {
 	if s.write {
 		h.writes = max(h.writes-s.holds, 0)
 	} else {
-		var mine int64
-		if s.grant != nil {
-			mine = s.grant.token
-		}
-		h.reads = keysLeft(h.reads, h.count, s.holds, mine)
 		h.count = max(h.count-s.holds, 0)
+		h.reads = h.reads[:min(int64(len(h.reads)), h.count)]
 	}
 	if until, ok := readsOnlyUntil(h); ok {
 		h.valid.set(until)
 	}
 	return s.write
-}
-
-// keysLeft is what a read release of n holds leaves of the owner's count
-// read-hold keys, as rw_read_unlock.lua leaves them: the newest n go, and
-// the longest-lived of those that are not the released read's own (token
-// mine; any, when 0) moves to the newest key left if it outlives it. Our
-// untils err early, each below its key's life in Redis, so the one kept
-// here never outlives the key Redis keeps. Keys not all known: the newest
-// go, none moves (the untils left are a lower bound).
-func keysLeft(keys []readKey, count, n, mine int64) []readKey {
-	if int64(len(keys)) != count || n <= 0 || n >= count {
-		return keys[:min(int64(len(keys)), max(count-n, 0))]
-	}
-	left, gone := keys[:count-n], keys[count-n:]
-	moved := -1
-	for i, k := range gone {
-		if (mine == 0 || k.token != mine) && (moved < 0 || k.until > gone[moved].until) {
-			moved = i
-		}
-	}
-	if moved >= 0 && gone[moved].until > left[len(left)-1].until {
-		left[len(left)-1] = gone[moved]
-	}
-	return left
 }
 
 // readsOnlyUntil is how long h is valid when only its read-hold keys keep

@@ -518,9 +518,6 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: s.holds, IfCount: -1},
 		write:      s.write,
 	}
-	if g := s.grant; g != nil && !g.write && a.fam.shares() {
-		args.ReadToken = g.token
-	}
 	if r := s.next; r != nil {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), TokenTTL: a.env.TokenTTL}
 	}

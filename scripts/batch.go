@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -58,7 +59,26 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 	c.ctx, c.cmd = ctx, cmd
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
-	if batch := <-c.wake; batch != nil {
+	var batch []*batchCall
+	select {
+	case batch = <-c.wake:
+	case <-ctx.Done():
+		// Given up while it queued: it leaves the queue unsent, unless a
+		// landing flight took it already (then it goes, or is dropped, with
+		// that batch).
+		b.mu.Lock()
+		i := slices.Index(b.queue, c)
+		if i >= 0 {
+			b.queue = slices.Delete(b.queue, i, i+1)
+		}
+		b.mu.Unlock()
+		if i >= 0 {
+			cmd.SetErr(context.Cause(ctx))
+		} else {
+			batch = <-c.wake
+		}
+	}
+	if batch != nil {
 		b.send(ctx, batch, c)
 	}
 	c.ctx, c.cmd = nil, nil

@@ -144,10 +144,6 @@ type UnlockArgs struct {
 	// IfToken, when positive, releases only if the fencing counter still
 	// holds it (no grant since; the exclusive kinds only).
 	IfToken int64
-	// ReadToken (a read release) is the token of the read released, 0 if
-	// unknown: a deleted key with another token may be a read the owner id
-	// holds elsewhere, whose lease the keys left keep (rw_read_unlock.lua).
-	ReadToken int64
 }
 
 // Unlock is the outcome of UnlockLock.

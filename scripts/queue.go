@@ -186,9 +186,11 @@ func GiveBack(ctx context.Context, c Client, name string, value []byte, g Guard)
 // back, never lost. It is never replayed (a replay would move a second
 // item while the first reply was lost).
 func Pop(ctx context.Context, c Client, name, holdID string) ([]byte, bool, error) {
-	cmd := redis.NewStringCmd(ctx, "lmove", name, requestKey(name, holdID), "left", "right")
-	_ = c.Process(ctx, onceStringCmd{cmd})
-	v, err := cmd.Bytes()
+	v, err := bounded(ctx, func() ([]byte, error) {
+		cmd := redis.NewStringCmd(ctx, "lmove", name, requestKey(name, holdID), "left", "right")
+		_ = c.Process(ctx, onceStringCmd{cmd})
+		return cmd.Bytes()
+	})
 	return moved(ctx, c, name, v, err)
 }
 

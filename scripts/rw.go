@@ -45,7 +45,7 @@ func AcquireWrite(ctx context.Context, c Client, a AcquireArgs, g Guard) (Grant,
 // UnlockRead releases read holds; Released means the lock became free.
 func UnlockRead(ctx context.Context, c Client, a UnlockArgs, g Guard) (Unlock, error) {
 	return unlockScript(ctx, c, rwReadUnlock, g, a.Name, []string{a.Name},
-		a.Owner, a.Holds, RWChannel(a.Name), optCount(a.IfCount), RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name), optToken(a.IfToken), optToken(a.ReadToken))
+		a.Owner, a.Holds, RWChannel(a.Name), optCount(a.IfCount), RWTimeoutPrefix(a.Name, a.Owner), rwKeyPrefix(a.Name), optToken(a.IfToken))
 }
 
 // UnlockWrite releases write holds; Released means the lock became free

@@ -11,18 +11,11 @@
 --         key (numbered by its count) holds no other token, so that a
 --         give-back spares a fresh read of the same owner id taken since
 --         (a read's token is in its key; the counter moves with others')
--- ARGV[8] "" or the token of the read released (its key's value)
--- ARGV[9..11] the guard's (guard.lua)
+-- ARGV[8..10] the guard's (guard.lua)
 -- While other holds remain, the lock lives as long as its longest live read
 -- hold: the read-hold keys of a reader that died have expired, so it stops
 -- counting, and once no live hold remains the lock is deleted, dead readers
--- and all. A release deletes the owner's newest keys (Redisson's layout),
--- whichever reads it releases: a key deleted that is not the released
--- read's own (its token is not ARGV[8] or ARGV[7]; any, when neither is
--- given) may be a read the owner id holds through another process, which
--- counts on it. The longest such moves to the owner's newest key left, if
--- it outlives that, so every read left stays covered as long as it was.
--- Returns {1, heard} lock freed (readers' waiters told, "0"),
+-- and all. Returns {1, heard} lock freed (readers' waiters told, "0"),
 -- {0} still held, {-1} not a reader, {-2} count or token differs from
 -- ARGV[4], ARGV[7].
 return guarded(function()
@@ -42,25 +35,11 @@ return guarded(function()
     end
   end
   local holds = math.min(tonumber(ARGV[2]), count)
-  local mine = ARGV[8] ~= '' and ARGV[8] or ARGV[7]
-  local moved, movedTTL = nil, -1
   for i = count, count - holds + 1, -1 do
-    local key = ARGV[5] .. ':' .. i
-    local value = redis.call('get', key)
-    if value and value ~= mine then
-      local ttl = redis.call('pttl', key)
-      if ttl > movedTTL then
-        moved, movedTTL = value, ttl
-      end
-    end
-    redis.call('del', key)
+    redis.call('del', ARGV[5] .. ':' .. i)
   end
   if count > holds then
     redis.call('hincrby', KEYS[1], ARGV[1], -holds)
-    local keep = ARGV[5] .. ':' .. (count - holds)
-    if moved and redis.call('pttl', keep) < movedTTL then
-      redis.call('set', keep, moved, 'px', movedTTL)
-    end
   else
     redis.call('hdel', KEYS[1], ARGV[1])
   end

@@ -191,38 +191,6 @@ func TestRedTeam17CloseReleasesAGrantWhoseReleaseIsBeingSettled(t *testing.T) {
 	_ = h2.Unlock(ctx)
 }
 
-// RT17-4 (two holders, no fault at all): one WithOwner id reads through
-// two runtimes. Redisson's layout numbers an owner's read-hold keys by its
-// count, and a read release deletes the newest key, whichever acquisition
-// it releases; each runtime counts validity by the key its own grant
-// wrote. Runtime 1 reads (1 s LeaseTime: key 1), runtime 2 reads (5 s:
-// key 2), runtime 1 unlocks: Redis deletes key 2, runtime 2's, and sets
-// the lock's expiry to key 1's, under a second. Runtime 2's read stays
-// valid for 5 s; a writer gets in after 1 s.
-func TestRedTeam17ReadReleaseOfOneRuntimeDeletesTheOthersKey(t *testing.T) {
-	t.Parallel()
-	_, direct, rt1 := setup(t)
-	rt2 := newRuntime(t, direct)
-	other := newRuntime(t, direct)
-	ctx := ctxFor(t, 30*time.Second)
-	const name, owner = "rt17-read-two-runtimes", "owner-rt17-4"
-	r1, err := rt1.ReadWriteLock(name, actorlock.WithOwner(owner)).ReadLocker().Acquire(ctx, actorlock.LeaseTime(time.Second))
-	require.NoError(t, err)
-	r2, err := rt2.ReadWriteLock(name, actorlock.WithOwner(owner)).ReadLocker().Acquire(ctx, actorlock.LeaseTime(5*time.Second))
-	require.NoError(t, err)
-	require.Equal(t, "2", direct.HGet(ctx, name, owner).Val(), "one owner id, a read in each runtime")
-	require.NoError(t, r1.Unlock(ctx))
-	pttl := direct.PTTL(ctx, name).Val()
-	t.Logf("after runtime 1's Unlock: %v, PTTL %v", direct.HGetAll(ctx, name).Val(), pttl)
-	require.GreaterOrEqual(t, pttl, time.Until(r2.ValidUntil()), "the lock outlives runtime 2's read")
-	w, err := other.ReadWriteLock(name).WriteLocker().Acquire(ctx, actorlock.WaitTime(3*time.Second))
-	if err == nil {
-		requireNotBoth(t, r2, w, "a writer while runtime 2 reads")
-		_ = w.Unlock(ctx)
-	}
-	_ = r2.Unlock(ctx)
-}
-
 // RT17-5 (two holders): an Extend whose reply comes after its hold ended
 // gives back what the hold counted when the Extend was sent (extended:
 // giveBack(owner, false, d.count, d.count, d.token, ...)): every hold
