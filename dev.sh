@@ -110,8 +110,10 @@ sim-mutants)
 	# give-back) runs with 21 too: finding Z's fix (a give-back acts only
 	# while the fencing counter holds its token) masks it wherever the
 	# give-back's token is known, so alone it is all but harmless, and a
-	# run catches it only now and then.
-	all_mutants="1+21 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24"
+	# run catches it only now and then. Defect C (10) likewise: a give-back
+	# checks the old hold's token (the fencing counter, a read's key),
+	# which the fresh hold it would delete has moved, so it runs with 21.
+	all_mutants="1+21 2 3 4 5 6 7 8 9 10+21 11 12 13 14 15 16 17 18 19 20 21 22 23 24"
 	mutants="${SIM_MUTANTS:-$all_mutants}"
 	duration="${SIM_MUTANT_DURATION:-60s}"
 	bin="${TMPDIR:-/tmp}/actorlock-sim-mutants"
