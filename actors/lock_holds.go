@@ -2,7 +2,6 @@ package actors
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -338,21 +337,32 @@ func (a *lockActor) endGrant(g *grant, cause error) {
 
 // releaseAll ends every grant of h and queues the release of all its holds.
 func (a *lockActor) releaseAll(h *hold, cause error) {
+	// Our grants only: an owner id given with WithOwner may be held through
+	// other runtimes too, and Redis counts their holds with ours. But for a
+	// release of ours on its way (in flight, or being settled), which
+	// releases its own: should it turn out not to have run, its holds come
+	// back to this release (drainMore); until then, and if its outcome
+	// stays unknown, this one errs towards releasing less (a hold left over
+	// expires within its lease; one released too many is another's).
+	var reads, writes int64
 	for _, g := range h.grants {
 		a.endGrant(g, cause)
-		if s := g.release; s != nil && s != a.inflight {
-			// A release queued or waiting to be tried again: the release
-			// of everything below replaces it.
+		s := g.release
+		if s != nil && s != a.inflight {
+			// A release queued, being settled or waiting to be tried
+			// again: the release of everything below replaces it.
 			s.answer(ReleaseResult{Err: cause})
 			s.replies = nil
 		}
+		switch {
+		case s != nil && s.out:
+			s.drained = true
+		case g.write:
+			writes++
+		default:
+			reads++
+		}
 	}
-	// Our grants only: an owner id given with WithOwner may be held through
-	// other runtimes too, and Redis counts their holds with ours. A release
-	// of ours on its way (in flight, or being settled) is counted too: if
-	// it turns out to have run, this release takes that many fewer
-	// (lessToDrain); if not, this one releases its holds.
-	reads, writes := h.granted(false, nil), h.granted(true, nil)
 	if mutant.On(14) {
 		reads, writes = h.count, h.writes
 	}
@@ -382,20 +392,15 @@ func (a *lockActor) drainOf(owner string, write bool) *releaseStep {
 	return nil
 }
 
-// lessToDrain follows a release s that ran after releaseAll counted its grant
-// in a release of every hold of its owner: that one takes s's holds
-// fewer, and none is left once it would take nothing.
-func (a *lockActor) lessToDrain(s *releaseStep) {
-	r := a.drainOf(s.owner, s.write)
-	if r == nil {
+// drainMore gives a release of every hold of s's owner (releaseAll) the
+// holds of s, which it left to s, now that s turned out not to have run:
+// the one still queued, or a new one.
+func (a *lockActor) drainMore(s *releaseStep) {
+	if r := a.drainOf(s.owner, s.write); r != nil {
+		r.holds += s.holds
 		return
 	}
-	if r.holds -= s.holds; r.holds > 0 {
-		return
-	}
-	drop := func(t step) bool { return t == step(r) }
-	a.steps = slices.DeleteFunc(a.steps, drop)
-	a.parked = slices.DeleteFunc(a.parked, drop)
+	a.steps = append(a.steps, &releaseStep{owner: s.owner, write: s.write, holds: s.holds})
 }
 
 // expireHolds reports as lost every hold whose validity ran out: the watchdog

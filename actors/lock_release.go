@@ -203,6 +203,7 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 	if h != nil {
 		h.releasing = [2]int64{} // its outcome is known now
 	}
+	s.out = false
 	if d.err != nil {
 		if unsettled(d.err) {
 			a.releaseUnknown(ctx, s, h, d.err)
@@ -221,9 +222,6 @@ func (a *lockActor) released(ctx actor.Context, s *releaseStep, d *stepDone) {
 		// passed): what it released is no longer the give-back's to
 		// release (giveBackHold).
 		a.undone(s.owner, s.write, s.holds, s.unlock.State)
-	}
-	if s.grant != nil && (s.unlock.State == scripts.Released || s.unlock.State == scripts.StillHeld) {
-		a.lessToDrain(s) // what a drain of the owner queued meanwhile takes it as done
 	}
 	switch s.unlock.State {
 	case scripts.Released:
@@ -349,6 +347,11 @@ func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 		// It did not run: the hold is valid as before it was sent.
 		h.revalidate()
 		a.armValidity()
+	}
+	if s.grant != nil && s.drained {
+		// It did not run, and a release of every hold of its owner left its
+		// holds to it: they are that one's to release now.
+		a.drainMore(s)
 	}
 	if s.grant == nil || h == nil || s.grant.ended != nil {
 		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})

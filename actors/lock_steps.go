@@ -391,6 +391,11 @@ type releaseStep struct {
 	retrying  bool                  // tried again by the actor after a failure (releaseFailed)
 	told      bool                  // its callers so far were told it failed: later ones wait for the outcome
 	tries     uint8                 // failed runs so far
+	// out: sent, its outcome not known yet (in flight or being settled:
+	// hold.releasing); drained: a release of every hold of its owner
+	// (releaseAll) left this one's holds to it, and takes them on if it
+	// turns out not to have run.
+	out, drained bool
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
@@ -492,6 +497,7 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 		releasing(h, s)
 		a.armValidity()
 	}
+	s.out = true
 	s.next = a.releaseTarget(h, s)
 	if s.next != nil {
 		s.next.inflight = true

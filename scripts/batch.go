@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -96,15 +97,32 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 // returned or is returning (bounded), told the call may have run, and a
 // command that left now would act behind its back for as long as its
 // deadline in Redis allows.
+//
+// The pipeline ends at the latest deadline of its calls (none if one has
+// none): a client that ends a command with its context
+// (ContextTimeoutEnabled) then bounds each call about as its own context
+// would, and a caller that gave up does not fail the others.
 func (b *Batched) send(ctx context.Context, batch []*batchCall, sender *batchCall) {
 	ctx = context.WithoutCancel(ctx)
 	live := batch[:0:0]
+	var latest time.Time
+	bounded := true
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.cmd.SetErr(context.Cause(c.ctx))
 			continue
 		}
 		live = append(live, c)
+		d, ok := c.ctx.Deadline()
+		bounded = bounded && ok
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	if bounded && len(live) > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
 	}
 	switch len(live) {
 	case 0:
