@@ -127,9 +127,9 @@ func occupyFlights(t *testing.T, ctx context.Context, p *respProxy, rt *actorloc
 // (every flight held 1.3 s here, a call timeout of 1 s) never reaches
 // Redis: the permit, or the item, is lost for good. A Redis that holds the
 // give-back itself past its deadline, or refuses it four times in a call
-// timeout, loses it the same way. (docs/guarantees.md, "Nothing is
-// stranded": "A cancelled Take or Acquire gives back what it won the race
-// for"; issue 30: no permit or item is ever lost under pauses.)
+// timeout, loses it the same way. (docs/guarantees.md,
+// "Nothing is stranded": "A cancelled Take or Acquire gives back what it
+// won the race for"; no permit or item is ever lost under pauses.)
 func TestRedTeam19WonRaceGiveBackQueuedPastItsCallTimeoutIsLost(t *testing.T) {
 	t.Parallel()
 	const ct, hold = time.Second, 1300 * time.Millisecond
