@@ -161,8 +161,15 @@ func (e *runtimeEnv) endHold(ctx context.Context, name, hold string, took bool, 
 			return scripts.Taken(ctx, e.batched, name, hold, took, v, late)
 		})
 	}
-	// Not bounded by ctx, which may have ended: the call timeout.
+	// Not ended by ctx, which may have been cancelled, but within its
+	// deadline (the caller's call timeout), at most a call timeout: past
+	// it, the ending goes on in the background.
 	tctx, cancel := e.directCtx(context.WithoutCancel(ctx))
+	if d, ok := ctx.Deadline(); ok {
+		var stop context.CancelFunc
+		tctx, stop = context.WithDeadline(tctx, d)
+		defer stop()
+	}
 	err := end(tctx)
 	cancel()
 	if err == nil {

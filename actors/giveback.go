@@ -3,6 +3,7 @@ package actors
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -173,9 +174,11 @@ func (a *lockActor) ownID(owner string) bool { return strings.HasPrefix(owner, a
 // queuedUndo is the earliest give-back of owner's holds on that side
 // waiting to run, if any.
 func (a *lockActor) queuedUndo(owner string, write bool) *undoStep {
-	for _, s := range a.steps {
-		if u, ok := s.(*undoStep); ok && u.owner == owner && u.write == write {
-			return u
+	for _, list := range [2][]step{a.steps, a.parked} {
+		for _, s := range list {
+			if u, ok := s.(*undoStep); ok && u.owner == owner && u.write == write {
+				return u
+			}
 		}
 	}
 	return nil
@@ -199,12 +202,9 @@ func (a *lockActor) undone(owner string, write bool, n int64, state scripts.Unlo
 		}
 	}
 	if state == scripts.Released || u.holds <= 0 || u.ifCount <= 0 {
-		for i, s := range a.steps {
-			if s == u {
-				a.steps = append(a.steps[:i], a.steps[i+1:]...)
-				break
-			}
-		}
+		drop := func(s step) bool { return s == step(u) }
+		a.steps = slices.DeleteFunc(a.steps, drop)
+		a.parked = slices.DeleteFunc(a.parked, drop)
 		a.settled(owner)
 	}
 }
@@ -213,7 +213,7 @@ func (a *lockActor) undone(owner string, write bool, n int64, state scripts.Unlo
 // it: until then nothing grants to owner.
 func (a *lockActor) settle(owner string) {
 	if a.settling == nil {
-		a.settling, a.attempting = map[string]int{}, map[string]int{}
+		a.settling, a.attempting, a.unreleasing = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	a.settling[owner]++
 }
@@ -238,10 +238,29 @@ func (a *lockActor) settled(owner string) {
 	a.headReady = true
 }
 
-// ownerOf is the owner of a parked step: an attempt's or a release's.
+// unparkUndos puts the give-backs of owner parked while a release of it
+// was being settled (undoStep.start) back first, in their order: the
+// release's outcome, applied next, moves what they expect (undone).
+func (a *lockActor) unparkUndos(owner string) {
+	var undos []step
+	a.parked = slices.DeleteFunc(a.parked, func(s step) bool {
+		u, ok := s.(*undoStep)
+		if ok && u.owner == owner {
+			undos = append(undos, s)
+		}
+		return ok && u.owner == owner
+	})
+	a.steps = append(undos, a.steps...)
+}
+
+// ownerOf is the owner of a parked step: an attempt's, a release's or a
+// give-back's.
 func ownerOf(s step) string {
-	if r, ok := s.(*releaseStep); ok {
-		return r.owner
+	switch s := s.(type) {
+	case *releaseStep:
+		return s.owner
+	case *undoStep:
+		return s.owner
 	}
 	return s.(*attemptStep).req.owner
 }

@@ -71,10 +71,11 @@ type lockActor struct {
 
 	settling map[string]int // owners whose Redis work is unsettled (giveback.go)
 	// attempting counts, per owner, the attempts among that work: what
-	// the owner's releases wait for (releaseStep.start).
-	attempting map[string]int
-	spent      []string // guards of runs no attempt of which can arrive any more (spend)
-	parked     []step   // attempts and releases waiting for their owner's work to settle
+	// the owner's releases wait for (releaseStep.start); unreleasing its
+	// releases, what its give-backs wait for (undoStep.start).
+	attempting, unreleasing map[string]int
+	spent                   []string // guards of runs no attempt of which can arrive any more (spend)
+	parked                  []step   // attempts and releases waiting for their owner's work to settle
 	// heldAnswers counts answers of fair waiters that gave up, held until
 	// they left the Redis queue (giveUpPlace): their requests are no longer
 	// pending, but the actor owes them an answer, so it may not go idle.

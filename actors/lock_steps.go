@@ -160,6 +160,9 @@ func (a *lockActor) stepped(ctx actor.Context, d *stepDone) {
 				a.attempting[o]++
 			}
 		}
+		if r := releaseIn(d.step); r != nil {
+			a.unreleasing[r.owner]++
+		}
 		a.first(s)
 		return
 	}
@@ -238,6 +241,12 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 		s.tries++
 		a.runLater(pause, s)
 		return
+	}
+	if r := releaseIn(s.done.step); r != nil {
+		if a.unreleasing[r.owner]--; a.unreleasing[r.owner] == 0 {
+			delete(a.unreleasing, r.owner)
+			a.unparkUndos(r.owner)
+		}
 	}
 	for _, o := range s.owners {
 		if s.attempt {
@@ -396,6 +405,7 @@ type releaseStep struct {
 	// (releaseAll) left this one's holds to it, and takes them on if it
 	// turns out not to have run.
 	out, drained bool
+	giveUpAt     time.Time // a departed owner's (grant nil): when it stops being tried again
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
@@ -588,6 +598,13 @@ func (s *undoStep) owners() []string { return []string{s.owner} }
 func (s *undoStep) lease(*lockActor) time.Duration { return max(time.Until(s.giveUpAt), 0) }
 
 func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
+	if a.unreleasing[s.owner] > 0 {
+		// A release of the owner is being settled: an attempt of it may
+		// still land, and what it releases is what this expects to find.
+		// It runs once that release's outcome is known (undone).
+		a.parked = append(a.parked, s)
+		return nil
+	}
 	args := releaseArgs{
 		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount, IfToken: s.token},
 		write:      s.write, keep: s.keep,

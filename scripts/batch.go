@@ -98,30 +98,28 @@ func (b *Batched) Process(ctx context.Context, cmd redis.Cmder) error {
 // command that left now would act behind its back for as long as its
 // deadline in Redis allows.
 //
-// The pipeline ends at the latest deadline of its calls (none if one has
-// none): a client that ends a command with its context
-// (ContextTimeoutEnabled) then bounds each call about as its own context
-// would, and a caller that gave up does not fail the others.
+// The pipeline ends at the earliest deadline of its calls: a client that
+// ends a command with its context (ContextTimeoutEnabled) then keeps every
+// call within its own deadline; one cut short by another's has an unknown
+// outcome, as any call its deadline ended (settled). A caller that gives
+// up (cancels) does not fail the others.
 func (b *Batched) send(ctx context.Context, batch []*batchCall, sender *batchCall) {
 	ctx = context.WithoutCancel(ctx)
 	live := batch[:0:0]
-	var latest time.Time
-	bounded := true
+	var earliest time.Time
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
 			c.cmd.SetErr(context.Cause(c.ctx))
 			continue
 		}
 		live = append(live, c)
-		d, ok := c.ctx.Deadline()
-		bounded = bounded && ok
-		if d.After(latest) {
-			latest = d
+		if d, ok := c.ctx.Deadline(); ok && (earliest.IsZero() || d.Before(earliest)) {
+			earliest = d
 		}
 	}
-	if bounded && len(live) > 0 {
+	if !earliest.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
+		ctx, cancel = context.WithDeadline(ctx, earliest)
 		defer cancel()
 	}
 	switch len(live) {
