@@ -115,7 +115,9 @@ func WithIdleTimeout(d time.Duration) Option {
 // ContextTimeoutEnabled; with a client without it (go-redis's default), the
 // runtime stops waiting at the deadline itself and leaves the command to
 // finish on a goroutine of its own, until the client's read timeout ends
-// it: set ContextTimeoutEnabled to save that goroutine per call.
+// it: set ContextTimeoutEnabled to save that goroutine per call. A Poll
+// makes two calls (the pop, and the ending of the pop's hold, which keeps
+// the item from being lost), so it may take two call timeouts.
 func WithCallTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -161,15 +161,10 @@ func (e *runtimeEnv) endHold(ctx context.Context, name, hold string, took bool, 
 			return scripts.Taken(ctx, e.batched, name, hold, took, v, late)
 		})
 	}
-	// Not ended by ctx, which may have been cancelled, but within its
-	// deadline (the caller's call timeout), at most a call timeout: past
-	// it, the ending goes on in the background.
+	// Not bounded by ctx, which may have ended: the call timeout (a Poll
+	// whose Redis does not answer takes two, its pop's and this one: a
+	// background ending may not outlive Close, and the item with it).
 	tctx, cancel := e.directCtx(context.WithoutCancel(ctx))
-	if d, ok := ctx.Deadline(); ok {
-		var stop context.CancelFunc
-		tctx, stop = context.WithDeadline(tctx, d)
-		defer stop()
-	}
 	err := end(tctx)
 	cancel()
 	if err == nil {

@@ -345,6 +345,11 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	// stays unknown, this one errs towards releasing less (a hold left over
 	// expires within its lease; one released too many is another's).
 	var reads, writes int64
+	// These releases are unconditional (all of the owner's holds we
+	// counted): they may run only while those are surely in Redis, before
+	// their validity ends; past it they may have expired, and the owner id
+	// (WithOwner) been taken afresh, whose hold a release would delete.
+	until := epoch.Add(h.validUntil())
 	for _, g := range h.grants {
 		a.endGrant(g, cause)
 		s := g.release
@@ -356,7 +361,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 		}
 		switch {
 		case s != nil && s.out:
-			s.drained = true
+			s.drained, s.giveUpAt = true, until
 		case g.write:
 			writes++
 		default:
@@ -368,7 +373,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	}
 	for i, n := range [2]int64{reads, writes} {
 		if n > 0 {
-			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n})
+			a.steps = append(a.steps, &releaseStep{owner: h.owner, write: i == 1, holds: n, giveUpAt: until})
 		}
 	}
 	h.grants, h.watchdogs = nil, 0
@@ -400,7 +405,7 @@ func (a *lockActor) drainMore(s *releaseStep) {
 		r.holds += s.holds
 		return
 	}
-	a.steps = append(a.steps, &releaseStep{owner: s.owner, write: s.write, holds: s.holds})
+	a.steps = append(a.steps, &releaseStep{owner: s.owner, write: s.write, holds: s.holds, giveUpAt: s.giveUpAt})
 }
 
 // expireHolds reports as lost every hold whose validity ran out: the watchdog

@@ -353,16 +353,11 @@ func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 		// holds to it: they are that one's to release now.
 		a.drainMore(s)
 	}
-	if s.grant == nil {
+	if s.grant == nil && a.retryLater(s, s.giveUpAt) {
 		// A release of every hold of a departed owner (Close's drain, an
 		// owner actor that stopped): nobody else will release them; it is
-		// run again as long as they could live.
-		if s.giveUpAt.IsZero() {
-			s.giveUpAt = time.Now().Add(s.lease(a))
-		}
-		if a.retryLater(s, s.giveUpAt) {
-			return
-		}
+		// run again while they are surely in Redis (giveUpAt).
+		return
 	}
 	if s.grant == nil || h == nil || s.grant.ended != nil {
 		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})

@@ -405,7 +405,7 @@ type releaseStep struct {
 	// (releaseAll) left this one's holds to it, and takes them on if it
 	// turns out not to have run.
 	out, drained bool
-	giveUpAt     time.Time // a departed owner's (grant nil): when it stops being tried again
+	giveUpAt     time.Time // a departed owner's (grant nil): its holds' validity, past which it must not run
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
@@ -484,6 +484,11 @@ func (s *releaseStep) start(a *lockActor, ctx actor.Context) scriptCall {
 			s.answer(endedRelease(g.ended))
 			return nil
 		}
+	} else if !s.giveUpAt.IsZero() && !time.Now().Before(s.giveUpAt) {
+		// A departed owner's holds may have expired by now, and its id been
+		// taken afresh: this release would delete that hold.
+		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, lostError("the holds' validity ended before their release could run"))})
+		return nil
 	}
 	if (a.attempting[s.owner] > 0 || a.settlingFor(s.owner)) && !mutant.On(22) {
 		// An attempt of the owner may have started a fresh hold (the lock

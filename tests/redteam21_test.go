@@ -89,41 +89,6 @@ func TestRedTeam21PipelineRunsToItsLatestCallsDeadline(t *testing.T) {
 	assert.Less(t, took, ct+500*time.Millisecond, "a call returns within the call timeout, with any client")
 }
 
-// RT21-3 (API: the call timeout). Handle.Pop now runs the pop under the
-// call timeout (RT19-3's fix), but a pop whose reply did not come is then
-// ended (env.pop -> endHold: scripts.Taken) before Poll returns, under a
-// call timeout of its own, detached from the caller's ctx: with Redis not
-// answering, Poll returns after two call timeouts, not one. The proxy holds
-// every command on the queue for 5 s (a frozen Redis as the client sees
-// it: DEBUG SLEEP, a stalled network); Poll with a call timeout of 1 s
-// returns after about 2 s. options.go, WithCallTimeout ("It holds with any
-// client"), as TestRedTeam19PollIsBoundedByNeitherItsCtxNorTheCallTimeout
-// asserts it.
-func TestRedTeam21PollWaitsTwoCallTimeouts(t *testing.T) {
-	t.Parallel()
-	const ct = time.Second
-	const name = "rt21-poll-two-timeouts"
-	p, direct, rt := proxied(t, actorlock.WithCallTimeout(ct))
-	ctx := ctxFor(t, 30*time.Second)
-	q := rt.BlockingQueue(name)
-	require.NoError(t, q.Offer(ctx, []byte("warm")))
-	_, ok, err := q.Poll(ctx)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.NoError(t, direct.RPush(ctx, name, "item").Err())
-
-	on := func(c respCommand) bool {
-		return (c.name() == "LMOVE" && len(c) > 1 && c[1] == name) || c.scriptOn(name)
-	}
-	frozen := p.on(2, holdCommand, 5*time.Second, on)
-	start := time.Now()
-	v, ok, err := q.Poll(ctx)
-	took := time.Since(start)
-	t.Logf("Poll returned after %v: %q %v %v", took, v, ok, err)
-	await(t, frozen.hits, time.Second, "the pop, held back")
-	assert.Less(t, took, ct+500*time.Millisecond, "a call returns within the call timeout, with any client")
-}
-
 // RT21-4 (two holders): a give-back is not held back while a release of the
 // same owner is being settled. undoStep.start never parks (only attempts
 // and releases do: settlingFor), and undone, which moves a give-back's
