@@ -67,7 +67,7 @@ func (a *lockActor) extend(m *Extend) {
 		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; this hold is renewed by the watchdog", ErrInvalidArgument)
 		return
 	}
-	name, rdb, count, token, ours := a.key.Name, a.env.Redis, h.count, h.token, h.granted(false, nil)
+	name, rdb, count, token, ours := a.key.Name, a.env.Redis, h.count, h.token, h.granted(false)
 	a.extending++
 	a.env.goCall(a.self, func(ctx context.Context) any {
 		d := &extendDone{m: m, count: count, token: token, ours: ours, sentAt: time.Now()}

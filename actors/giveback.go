@@ -93,7 +93,7 @@ func (a *lockActor) giveBackHold(h *hold) {
 			lease = g.lease
 		}
 	}
-	if n := h.granted(false, nil); h.count > 0 && n > 0 {
+	if n := h.granted(false); h.count > 0 && n > 0 {
 		token := h.token
 		var keys []int64
 		if a.fam.shares() {
@@ -114,7 +114,7 @@ func (a *lockActor) giveBackHold(h *hold) {
 		}
 		a.giveBack(h.owner, false, n, h.count, token, lease).readTokens = keys
 	}
-	if n := h.granted(true, nil); h.writes > 0 && n > 0 {
+	if n := h.granted(true); h.writes > 0 && n > 0 {
 		a.giveBack(h.owner, true, n, h.writes, h.token, lease)
 	}
 }

@@ -141,12 +141,11 @@ func (h *hold) counted(write bool) int64 {
 }
 
 // granted is how many grants of h are on that side (a read-write lock's
-// write side, else its reads or the only side), leaving out the one whose
-// release is in flight (except: none).
-func (h *hold) granted(write bool, except step) int64 {
+// write side, else its reads or the only side).
+func (h *hold) granted(write bool) int64 {
 	var n int64
 	for _, g := range h.grants {
-		if g.write == write && (except == nil || g.release == nil || step(g.release) != except) {
+		if g.write == write {
 			n++
 		}
 	}
