@@ -131,6 +131,18 @@ func validateSender(sender *actor.PID, name string) error {
 	return ValidateName(name)
 }
 
+// validateWaiter checks the sender of a request that may wait or hold
+// (Acquire, Take, SemaphoreAcquire), which the runtime watches: a future
+// (RequestFuture) completes on the first message it gets, and the watch,
+// a system message, would be that message, leaving the requester a
+// *actor.Watch for its answer and the real one unread.
+func validateWaiter(sender *actor.PID) error {
+	if sender != nil && strings.HasPrefix(sender.GetId(), "future") {
+		return fmt.Errorf("%w: the sender is a future (RequestFuture), which would take the runtime's watch of it for its answer; send waits and acquisitions with Context.Request from an actor", ErrInvalidArgument)
+	}
+	return nil
+}
+
 // validateTarget checks what every lock message names.
 func validateTarget(kind messages.Kind, name string, sender *actor.PID) error {
 	if sender == nil {
@@ -146,6 +158,9 @@ func validateTarget(kind messages.Kind, name string, sender *actor.PID) error {
 
 func validateAcquire(m *messages.AcquireRequest, sender *actor.PID) error {
 	if err := validateTarget(m.Kind, m.Name, sender); err != nil {
+		return err
+	}
+	if err := validateWaiter(sender); err != nil {
 		return err
 	}
 	switch {
@@ -209,6 +224,9 @@ func validateOffer(m *messages.OfferRequest, sender *actor.PID) error {
 
 func validateTake(m *messages.TakeRequest, sender *actor.PID) error {
 	err := validateSender(sender, m.Name)
+	if err == nil {
+		err = validateWaiter(sender)
+	}
 	switch {
 	case err != nil:
 	case m.RequestId == "":
@@ -223,6 +241,9 @@ func validateTake(m *messages.TakeRequest, sender *actor.PID) error {
 
 func validateSemAcquire(m *messages.SemaphoreAcquireRequest, sender *actor.PID) error {
 	err := validateSender(sender, m.Name)
+	if err == nil {
+		err = validateWaiter(sender)
+	}
 	switch {
 	case err != nil:
 	case m.RequestId == "":

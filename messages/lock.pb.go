@@ -2,7 +2,10 @@
 // remote) and an actorlock runtime's PID. Every request carries a
 // request_id chosen by the sender; the response, sent to the sender, echoes
 // it. Send requests with Context.Request (not RequestFuture) so that the
-// sender is the actor itself.
+// sender is the actor itself. The runtime watches the sender of a request
+// that may wait or hold (AcquireRequest, TakeRequest,
+// SemaphoreAcquireRequest), and a future would take that watch for its
+// answer: such a request from a future is refused (INVALID_ARGUMENT).
 //
 // Ownership. The sender PID of a message proves nothing: over protoactor
 // remote it is whatever the peer claims. A lock acquired by message belongs

@@ -96,15 +96,22 @@ func FuzzRequests(f *testing.F) {
 		// engine reports the input.
 		hang := time.AfterFunc(20*time.Second, func() { panic(fmt.Sprintf("FuzzRequests: no progress in 20 s on %T %v", m, m)) })
 		defer hang.Stop()
+		// A requester of its own each time, which the runtime may watch
+		// (a future would take the watch for its answer).
+		p := spawnProbe(t, sys)
 		if _, ok := m.(*messages.CancelWaitRequest); ok {
 			// Answered through the wait it cancels, if any: check the
 			// runtime still answers instead.
-			sys.Root.Send(actorkit.PID(rt), m)
+			p.send(sys, actorkit.PID(rt), m)
 			m = &messages.AcquireRequest{Name: "fuzz:alive", Kind: messages.Kind_KIND_LOCK, RequestId: "alive", LeaseMs: 1000}
 		}
-		res, err := sys.Root.RequestFuture(actorkit.PID(rt), m, 5*time.Second).Result()
-		require.NoError(t, err, "no answer to %v", m)
-		require.Implements(t, (*proto.Message)(nil), res)
+		p.send(sys, actorkit.PID(rt), m)
+		select {
+		case res := <-p.inbox:
+			require.Equal(t, messages.File_lock_proto.Package(), res.ProtoReflect().Descriptor().ParentFile().Package(), "answered %v with %T", m, res)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no answer to %v", m)
+		}
 		require.NoError(t, victim.Err(), "the Go caller's hold ended after %v", m)
 		got, err := rdb.HGetAll(ctx, "fuzz:victim").Result()
 		require.NoError(t, err)

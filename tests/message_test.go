@@ -294,3 +294,30 @@ func TestInvalidMessagesGetErrorResponses(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, st.LockActors)
 }
+
+// A future (RequestFuture) completes on the first message it gets. The
+// runtime watches whoever waits or holds, and that watch, a system message,
+// reached the future first: the requester got an *actor.Watch for its
+// answer, its permit or item or lock handed to nobody who knew. Such a
+// request is now refused, and the refusal is the answer.
+func TestRequestsThatWaitRefuseAFutureAsTheirSender(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 20*time.Second)
+	sys := actorkit.System(rt)
+	for _, req := range []proto.Message{
+		&messages.AcquireRequest{RequestId: "f1", Name: "by-future", Kind: messages.Kind_KIND_LOCK},
+		&messages.TakeRequest{RequestId: "f2", Name: "by-future-q", WaitMs: 100},
+		&messages.SemaphoreAcquireRequest{RequestId: "f3", Name: "by-future-s", Permits: 1},
+	} {
+		res, err := sys.Root.RequestFuture(actorkit.PID(rt), req, 5*time.Second).Result()
+		require.NoError(t, err)
+		resp, ok := res.(interface{ GetError() *messages.Error })
+		require.True(t, ok, "%T answered with %T", req, res)
+		assert.Equal(t, messages.ErrorCode_ERROR_CODE_INVALID_ARGUMENT, resp.GetError().GetCode(), "%T", req)
+		assert.Contains(t, resp.GetError().GetMessage(), "RequestFuture")
+	}
+	n, err := rdb.Exists(ctx, "by-future").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing was acquired for the future")
+}
