@@ -67,6 +67,7 @@ func (f *scriptedFamily) release(ctx context.Context, _ scripts.Client, args rel
 
 type machine struct {
 	t     *testing.T
+	env   *runtimeEnv
 	sys   *actor.ActorSystem
 	pid   *actor.PID
 	calls chan *fakeCall
@@ -98,7 +99,7 @@ func newMachine(t *testing.T) *machine {
 		env.calls.Wait()
 		sys.Shutdown()
 	})
-	return &machine{t: t, sys: sys, pid: pid, calls: calls}
+	return &machine{t: t, env: env, sys: sys, pid: pid, calls: calls}
 }
 
 // acquire sends an Acquire of owner that waits without a deadline.
@@ -280,4 +281,39 @@ func TestLockMachineHandoffAfterCancel(t *testing.T) {
 	undo.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.Released}}
 	m.none(time.Second, "undone once")
 	assert.Empty(t, waiter, "one answer")
+}
+
+// Give-backs of one owner's side run newest first: each expects the count
+// the newer ones leave (giveback.go). Refused for a while (BUSY, a paused
+// Redis), each waits on a timer of its own to run again, and on a loaded
+// machine the older one's timer may fire first: it met the newer one's
+// hold still counted, was refused by count, and was dropped, leaving the
+// hold it gave back in Redis for its whole lease (seen in CI as
+// TestRedTeam16LostReadUnderAnUnknownReentryStaysForItsLease). The older
+// one now waits while a newer one is still to run or to be settled,
+// wherever that waits.
+func TestLockMachineOlderGiveBackWaitsForTheNewer(t *testing.T) {
+	m := newMachine(t)
+	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+	a.self = m.pid
+	older := a.giveBack("o", false, 1, 1, 7, time.Minute)
+	newer := a.giveBack("o", false, 1, 2, 0, time.Minute)
+	other := a.giveBack("p", false, 1, 1, 0, time.Minute)
+	a.steps = nil
+	for _, s := range []step{older, newer, other} {
+		a.runLater(time.Hour, s) // refused once, each waits to run again
+	}
+	// The older one's timer fired first.
+	delete(a.later, step(older))
+	require.Nil(t, older.start(a, nil), "the older give-back runs while the newer one waits to run again")
+	require.NotNil(t, other.start(a, nil), "another owner's give-back is not held up")
+	delete(a.later, step(newer))
+	a.steps = []step{newer}
+	require.Nil(t, older.start(a, nil), "nor while the newer one is queued")
+	// Its run's outcome unknown, the newer one is being settled.
+	a.steps = []step{&settleStep{done: &stepDone{step: newer}}}
+	require.Nil(t, older.start(a, nil), "nor while the newer one is being settled")
+	a.steps = nil
+	delete(a.later, step(older))
+	require.NotNil(t, older.start(a, nil), "once the newer one ran, the older one runs")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -594,8 +595,31 @@ type undoStep struct {
 	// release in flight lowers it (undone).
 	readTokens []int64
 	giveUpAt   time.Time
+	seq        uint64 // the order give-backs were queued in (lockActor.undos)
 
 	unlock scripts.Unlock // outcome
+}
+
+// newerUndo reports whether a give-back of s's owner and side queued after
+// s is still to run or to be settled (queued, parked, or waiting to be
+// retried).
+func (a *lockActor) newerUndo(s *undoStep) bool {
+	newer := func(x step) bool {
+		if st, ok := x.(*settleStep); ok {
+			x = st.done.step
+		}
+		u, ok := x.(*undoStep)
+		return ok && u.owner == s.owner && u.write == s.write && u.seq > s.seq
+	}
+	if slices.ContainsFunc(a.steps, newer) || slices.ContainsFunc(a.parked, newer) {
+		return true
+	}
+	for x := range a.later {
+		if newer(x) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *undoStep) owners() []string { return []string{s.owner} }
@@ -608,6 +632,14 @@ func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
 		// still land, and what it releases is what this expects to find.
 		// It runs once that release's outcome is known (undone).
 		a.parked = append(a.parked, s)
+		return nil
+	}
+	if a.newerUndo(s) {
+		// Give-backs of one owner's side run newest first: each expects the
+		// count the newer ones leave. A retry's timer can fire before the
+		// newer one's (a loaded machine): this one would then meet the
+		// count it expects plus theirs, be refused, and be dropped.
+		a.runLater(100*time.Millisecond, s)
 		return nil
 	}
 	args := releaseArgs{
