@@ -332,6 +332,9 @@ type knownGrant struct {
 // the owner holds what grants says.
 func (wk *worker) lostAnswer(n *nameState, field func() string, step func(any, string) any, oa *ownerActor, grants *[]knownGrant, kind messages.Kind) bool {
 	m := wk.w.model
+	// Lost as the lost answer was passed on: a LockLost that comes while
+	// the release runs (a force-unlock, say) explains a new grant too.
+	lostBefore := oa.lostBefore
 	g := *grants
 	lost, known := g[len(g)-1], g[len(g)-2]
 	rel := &messages.ReleaseRequest{RequestId: fmt.Sprintf("w%d-%d", wk.id, wk.rng.Uint64()), Name: n.name, Kind: kind, FencingToken: known.token}
@@ -340,7 +343,6 @@ func (wk *worker) lostAnswer(n *nameState, field func() string, step func(any, s
 		return false
 	}
 	*grants = append(g[:len(g)-2:len(g)-2], lost)
-	lostBefore := oa.lost.Load()
 	again, _ := step(msgAcquire{req: proto.Clone(lost.req).(*messages.AcquireRequest)}, "message acquire again after a release").(*messages.AcquireResponse)
 	if again == nil || !again.Acquired {
 		return false
