@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -117,6 +119,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 		left = append(left, s)
 	}
 	a.later = nil
+	var undos []*undoStep
 	for _, s := range left {
 		// Releases of what nobody holds any more, and give-backs: best
 		// effort, as nobody is left to retry them.
@@ -132,7 +135,12 @@ func (a *lockActor) stop(ctx actor.Context) {
 				call = s.call(a)
 			}
 		case *undoStep:
-			call = s.start(a, ctx)
+			// Not while a release of its owner is being settled: that
+			// release may still land, and release what this expects to
+			// find (undoStep.start).
+			if a.unreleasing[s.owner] == 0 {
+				undos = append(undos, s)
+			}
 		}
 		if call != nil {
 			g := a.guardFor(s)
@@ -141,6 +149,24 @@ func (a *lockActor) stop(ctx actor.Context) {
 				return nil
 			})
 		}
+	}
+	if len(undos) > 0 {
+		// Newest first, one after another, as they would have run: each
+		// expects the count the newer ones leave (newerUndo).
+		slices.SortFunc(undos, func(x, y *undoStep) int { return cmp.Compare(y.seq, x.seq) })
+		calls := make([]func(context.Context) error, len(undos))
+		for i, u := range undos {
+			call, g := u.call(a), a.guardFor(u)
+			calls[i] = func(ctx context.Context) error { return call(ctx, g) }
+		}
+		env := a.env
+		env.goCall(nil, func(ctx context.Context) any {
+			for _, call := range calls {
+				_ = call(ctx)
+				ctx = env.callCtx() // each within a call timeout of its own
+			}
+			return nil
+		})
 	}
 	a.steps, a.parked = nil, nil
 	if len(a.spent) > 0 {

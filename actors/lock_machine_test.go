@@ -317,3 +317,23 @@ func TestLockMachineOlderGiveBackWaitsForTheNewer(t *testing.T) {
 	delete(a.later, step(older))
 	require.NotNil(t, older.start(a, nil), "once the newer one ran, the older one runs")
 }
+
+// When the actor stops (Close, or a failure) with give-backs still to run,
+// they run best effort as they would have: newest first, one after the
+// other. Run by start, an older one waited for the newer one (newerUndo)
+// on a timer of a stopped actor, and was dropped.
+func TestLockMachineStopRunsGiveBacksNewestFirst(t *testing.T) {
+	m := newMachine(t)
+	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+	a.self, a.fam = m.pid, &scriptedFamily{calls: m.calls}
+	a.giveBack("o", false, 1, 1, 7, time.Minute)
+	a.giveBack("o", false, 1, 2, 0, time.Minute)
+	a.steps = []step{a.steps[1], a.steps[0]} // the older one first: a retry's timer fired first
+	a.stop(nil)
+	for _, want := range []int64{2, 1} {
+		c := m.next(5 * time.Second)
+		require.NotNil(t, c.release)
+		require.Equal(t, want, c.release.IfCount, "newest first")
+		c.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.StillHeld}}
+	}
+}

@@ -642,6 +642,11 @@ func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
 		a.runLater(100*time.Millisecond, s)
 		return nil
 	}
+	return s.call(a)
+}
+
+// call is the give-back's script call, once nothing it waits for is left.
+func (s *undoStep) call(a *lockActor) scriptCall {
 	args := releaseArgs{
 		UnlockArgs: scripts.UnlockArgs{Name: a.key.Name, Owner: s.owner, Holds: max(s.holds, 1), IfCount: s.ifCount, IfToken: s.token},
 		write:      s.write, keep: s.keep,
