@@ -140,13 +140,13 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// not the counter: it neither takes a newer give-back's token nor
 	// hands its own on.
 	counter := func(write bool) bool { return write || !a.fam.shares() }
-	for _, s := range a.steps {
-		if u, ok := s.(*undoStep); ok && u.owner == owner && counter(u.write) && counter(write) && (token > 0 || a.ownID(owner)) {
+	for u := range a.undos {
+		if u.owner == owner && counter(u.write) && counter(write) && (token > 0 || a.ownID(owner)) {
 			u.token = token
 		}
 	}
-	a.undos++
-	u := &undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout), seq: a.undos}
+	a.undoSeq++
+	u := &undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout), seq: a.undoSeq}
 	a.first(u)
 	return u
 }

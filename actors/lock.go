@@ -81,7 +81,7 @@ type lockActor struct {
 	// pending, but the actor owes them an answer, so it may not go idle.
 	heldAnswers int32
 	later       map[step]int // steps waiting on a timer to run (stepDue), and how often
-	undos       uint64       // give-backs queued so far (undoStep.seq)
+	undoSeq     uint64       // give-backs queued so far (undoStep.seq)
 	extending   int32        // Extend scripts in flight
 
 	drained func() // drain: tells the manager once nothing is left to run

@@ -337,3 +337,38 @@ func TestLockMachineStopRunsGiveBacksNewestFirst(t *testing.T) {
 		c.out <- fakeOutcome{unlock: scripts.Unlock{State: scripts.StillHeld}}
 	}
 }
+
+// A give-back expects the fencing counter to read what the newest sight of
+// it read: the counter does not go back, so one queued later hands its
+// token to the older ones (giveBack). An older one waiting to be retried,
+// parked or being settled missed it, and was refused once the newer ran:
+// the hold it gave back stayed in Redis for its lease.
+func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
+	m := newMachine(t)
+	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+	a.self = m.pid
+	retrying := a.giveBack("o", false, 1, 1, 7, time.Minute)
+	settling := a.giveBack("o", false, 1, 1, 8, time.Minute)
+	a.steps = []step{&settleStep{done: &stepDone{step: settling}}}
+	a.runLater(time.Hour, retrying)
+	a.giveBack("o", false, 1, 2, 9, time.Minute)
+	require.EqualValues(t, 9, retrying.token, "a give-back waiting to be retried")
+	require.EqualValues(t, 9, settling.token, "a give-back being settled")
+}
+
+// A give-back out when a newer one was queued finds the newer one's hold
+// still counted: refused by count, it runs again after the newer one
+// instead of being dropped.
+func TestLockMachineGiveBackRefusedByANewerOnesHoldRunsAgain(t *testing.T) {
+	m := newMachine(t)
+	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+	a.self = m.pid
+	older := a.giveBack("o", false, 1, 1, 7, time.Minute)
+	a.steps, a.inflight = nil, older
+	a.giveBack("o", false, 1, 2, 9, time.Minute)
+	a.inflight = nil
+	older.unlock = scripts.Unlock{State: scripts.CountChanged}
+	older.apply(a, nil, &stepDone{step: older})
+	require.Contains(t, a.later, step(older), "it runs again")
+	require.Equal(t, 2, a.settling["o"], "its owner's work is still unsettled")
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -595,7 +594,7 @@ type undoStep struct {
 	// release in flight lowers it (undone).
 	readTokens []int64
 	giveUpAt   time.Time
-	seq        uint64 // the order give-backs were queued in (lockActor.undos)
+	seq        uint64 // the order give-backs were queued in (lockActor.undoSeq)
 
 	unlock scripts.Unlock // outcome
 }
@@ -604,22 +603,39 @@ type undoStep struct {
 // s is still to run or to be settled (queued, parked, or waiting to be
 // retried).
 func (a *lockActor) newerUndo(s *undoStep) bool {
-	newer := func(x step) bool {
-		if st, ok := x.(*settleStep); ok {
-			x = st.done.step
-		}
-		u, ok := x.(*undoStep)
-		return ok && u.owner == s.owner && u.write == s.write && u.seq > s.seq
-	}
-	if slices.ContainsFunc(a.steps, newer) || slices.ContainsFunc(a.parked, newer) {
-		return true
-	}
-	for x := range a.later {
-		if newer(x) {
+	for u := range a.undos {
+		if u.owner == s.owner && u.write == s.write && u.seq > s.seq {
 			return true
 		}
 	}
 	return false
+}
+
+// undos yields the give-backs still to run or be settled: queued, parked,
+// waiting to be retried, being settled, or in flight.
+func (a *lockActor) undos(yield func(*undoStep) bool) {
+	visit := func(x step) bool {
+		if st, ok := x.(*settleStep); ok {
+			x = st.done.step
+		}
+		u, ok := x.(*undoStep)
+		return !ok || yield(u)
+	}
+	for _, list := range [2][]step{a.steps, a.parked} {
+		for _, x := range list {
+			if !visit(x) {
+				return
+			}
+		}
+	}
+	for x := range a.later {
+		if !visit(x) {
+			return
+		}
+	}
+	if a.inflight != nil {
+		visit(a.inflight)
+	}
 }
 
 func (s *undoStep) owners() []string { return []string{s.owner} }
@@ -664,6 +680,11 @@ func (s *undoStep) call(a *lockActor) scriptCall {
 
 func (s *undoStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 	if d.err != nil && !unsettled(d.err) && a.retryLater(s, s.giveUpAt) {
+		return
+	}
+	if d.err == nil && s.unlock.State == scripts.CountChanged && a.newerUndo(s) && a.retryLater(s, s.giveUpAt) {
+		// A newer give-back was queued while this one was out: it found
+		// that one's hold still counted. It runs again after it.
 		return
 	}
 	a.settled(s.owner)
