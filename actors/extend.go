@@ -86,13 +86,17 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case d.err != nil:
 		d.m.Reply <- sentinel.Op("extend", a.key.Name, d.err)
 	case g == nil:
-		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil {
+		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.undoPending(d.m.Owner, false) {
 			// The hold's local deadline passed while the script ran, a
 			// moment before Redis would have expired it, and the script
 			// extended it: give back what nobody here holds any more
 			// (when the count is still what it was; see giveback.go): our
 			// grants, not what the owner id holds through other runtimes;
-			// unless a drain (Close) releases them already.
+			// unless a drain (Close) releases them already, or the hold's
+			// own give-back (abandonHold) is still out: it gives them
+			// back on a newer sight of the owner's count and token than
+			// this script's, which queued after it would pass for the
+			// newest (RT23-3).
 			a.giveBack(d.m.Owner, false, d.ours, d.count, d.token, d.m.Lease)
 		}
 		d.m.Reply <- lostError("the hold ended during this extension")

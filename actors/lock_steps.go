@@ -542,9 +542,19 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 	if r := s.next; r != nil {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), TokenTTL: a.env.TokenTTL}
 	}
-	env, fam, span := a.env, a.fam, s.span
+	env, fam, span, giveUpAt := a.env, a.fam, s.span, s.giveUpAt
 	return func(ctx context.Context, g scripts.Guard) (err error) {
 		ctx = withSpan(ctx, span)
+		if !giveUpAt.IsZero() && !g.Settle {
+			// A departed owner's release is unconditional: an attempt
+			// held back past its holds' validity would delete a fresh
+			// hold of the id. Redis refuses it then (ErrTooLate), as
+			// it refuses one past its call's deadline.
+			g.Until = giveUpAt
+			if until, ok := env.Clock.ActsUntil(ctx); ok && until.Before(giveUpAt) {
+				g.Until = until
+			}
+		}
 		rdb, ack := env.scriptClient()
 		s.unlock, s.handed, err = fam.release(ctx, rdb, args, g)
 		s.acked = ack()
@@ -605,6 +615,17 @@ type undoStep struct {
 func (a *lockActor) newerUndo(s *undoStep) bool {
 	for u := range a.undos {
 		if u.owner == s.owner && u.write == s.write && u.seq > s.seq {
+			return true
+		}
+	}
+	return false
+}
+
+// undoPending reports whether a give-back of owner's holds on that side is
+// still to run or be settled.
+func (a *lockActor) undoPending(owner string, write bool) bool {
+	for u := range a.undos {
+		if u.owner == owner && u.write == write {
 			return true
 		}
 	}

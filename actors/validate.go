@@ -135,9 +135,10 @@ func validateSender(sender *actor.PID, name string) error {
 // (Acquire, Take, SemaphoreAcquire), which the runtime watches: a future
 // (RequestFuture) completes on the first message it gets, and the watch,
 // a system message, would be that message, leaving the requester a
-// *actor.Watch for its answer and the real one unread.
+// *actor.Watch for its answer and the real one unread. protoactor names
+// its futures "future$<n>" (an actor's own name has no reason to look so).
 func validateWaiter(sender *actor.PID) error {
-	if sender != nil && strings.HasPrefix(sender.GetId(), "future") {
+	if sender != nil && strings.HasPrefix(sender.GetId(), "future$") {
 		return fmt.Errorf("%w: the sender is a future (RequestFuture), which would take the runtime's watch of it for its answer; send waits and acquisitions with Context.Request from an actor", ErrInvalidArgument)
 	}
 	return nil
