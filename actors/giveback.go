@@ -125,8 +125,8 @@ func (a *lockActor) giveBackHold(h *hold) {
 // still holds it: no grant came since, not even of the same owner id held
 // through another runtime (WithOwner, a restart), whose holds Redis counts
 // with ours. lease bounds how long it is retried: by then the holds have
-// expired anyway. Give-backs run newest first (first; an older one retried
-// waits while a newer one is still to run or be settled: newerUndo): each is queued on a
+// expired anyway. Give-backs run newest first (first; and however they wait,
+// in the order runsBefore gives: by the count they expect): each is queued on a
 // newer sight of the owner's count and counter, so the one before it finds
 // what it expects once the newer has run; the counter does not go back, so
 // the older ones expect the newer's token. A newer one's unknown token (0)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -151,9 +152,12 @@ func (a *lockActor) stop(ctx actor.Context) {
 		}
 	}
 	if len(undos) > 0 {
-		// Newest first, one after another, as they would have run: each
-		// expects the count the newer ones leave (newerUndo).
-		slices.SortFunc(undos, func(x, y *undoStep) int { return cmp.Compare(y.seq, x.seq) })
+		// One after another, in the order they would have run: each
+		// expects the count the ones before it leave (runsBefore).
+		slices.SortFunc(undos, func(x, y *undoStep) int {
+			return cmp.Or(strings.Compare(x.owner, y.owner), compareBool(x.write, y.write),
+				cmp.Compare(y.ifCount, x.ifCount), cmp.Compare(y.seq, x.seq))
+		})
 		calls := make([]func(context.Context) error, len(undos))
 		for i, u := range undos {
 			call, g := u.call(a), a.guardFor(u)
@@ -189,4 +193,14 @@ func samePID(x, y *actor.PID) bool {
 		return x == y
 	}
 	return x.Address == y.Address && x.Id == y.Id
+}
+
+func compareBool(x, y bool) int {
+	switch {
+	case x == y:
+		return 0
+	case y:
+		return -1
+	}
+	return 1
 }

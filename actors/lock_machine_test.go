@@ -320,7 +320,7 @@ func TestLockMachineOlderGiveBackWaitsForTheNewer(t *testing.T) {
 
 // When the actor stops (Close, or a failure) with give-backs still to run,
 // they run best effort as they would have: newest first, one after the
-// other. Run by start, an older one waited for the newer one (newerUndo)
+// other. Run by start, an older one waited for the newer one (undoBefore)
 // on a timer of a stopped actor, and was dropped.
 func TestLockMachineStopRunsGiveBacksNewestFirst(t *testing.T) {
 	m := newMachine(t)

@@ -604,21 +604,37 @@ type undoStep struct {
 	// release in flight lowers it (undone).
 	readTokens []int64
 	giveUpAt   time.Time
-	seq        uint64 // the order give-backs were queued in (lockActor.undoSeq)
+	seq        uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
 
 	unlock scripts.Unlock // outcome
 }
 
-// newerUndo reports whether a give-back of s's owner and side queued after
-// s is still to run or to be settled (queued, parked, or waiting to be
-// retried).
-func (a *lockActor) newerUndo(s *undoStep) bool {
+// undoBefore reports whether a give-back of s's owner and side that is to
+// run before s (runsBefore) is still to run or to be settled (queued,
+// parked, or waiting to be retried).
+func (a *lockActor) undoBefore(s *undoStep) bool {
 	for u := range a.undos {
-		if u.owner == s.owner && u.write == s.write && u.seq > s.seq {
+		if runsBefore(u, s) {
 			return true
 		}
 	}
 	return false
+}
+
+// runsBefore orders the give-backs of one owner's side: each expects the
+// count the ones before it leave, so the one expecting the most holds goes
+// first, and of those expecting as many, the newest sight. Not the order
+// they were queued in: a lost hold's give-back expects the count as this
+// runtime holds it, which leaves out a late grant whose own give-back,
+// queued before it, is still out (RT24-1).
+func runsBefore(u, s *undoStep) bool {
+	if u == s || u.owner != s.owner || u.write != s.write {
+		return false
+	}
+	if u.ifCount != s.ifCount {
+		return u.ifCount > s.ifCount
+	}
+	return u.seq > s.seq
 }
 
 // undoPending reports whether a give-back of owner's holds on that side is
@@ -671,11 +687,11 @@ func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
 		a.parked = append(a.parked, s)
 		return nil
 	}
-	if a.newerUndo(s) {
-		// Give-backs of one owner's side run newest first: each expects the
-		// count the newer ones leave. A retry's timer can fire before the
-		// newer one's (a loaded machine): this one would then meet the
-		// count it expects plus theirs, be refused, and be dropped.
+	if a.undoBefore(s) {
+		// Give-backs of one owner's side run in order (runsBefore): each
+		// expects the count the ones before it leave. A retry's timer can
+		// fire before theirs (a loaded machine): this one would then meet
+		// the count it expects plus theirs, be refused, and be dropped.
 		a.runLater(100*time.Millisecond, s)
 		return nil
 	}
@@ -703,9 +719,10 @@ func (s *undoStep) apply(a *lockActor, _ actor.Context, d *stepDone) {
 	if d.err != nil && !unsettled(d.err) && a.retryLater(s, s.giveUpAt) {
 		return
 	}
-	if d.err == nil && s.unlock.State == scripts.CountChanged && a.newerUndo(s) && a.retryLater(s, s.giveUpAt) {
-		// A newer give-back was queued while this one was out: it found
-		// that one's hold still counted. It runs again after it.
+	if d.err == nil && s.unlock.State == scripts.CountChanged && a.undoBefore(s) && a.retryLater(s, s.giveUpAt) {
+		// A give-back to run before this one was queued while this one
+		// was out: it found that one's hold still counted. It runs again
+		// after it.
 		return
 	}
 	a.settled(s.owner)
