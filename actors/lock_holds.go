@@ -349,6 +349,11 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	// their validity ends; past it they may have expired, and the owner id
 	// (WithOwner) been taken afresh, whose hold a release would delete.
 	until := epoch.Add(h.validUntil())
+	// A release on its way has cut that validity to what it leaves (a
+	// write's release leaves reads whose keys expire sooner): should it
+	// turn out not to have run, the holds it left here stay as long as
+	// they would have without it (drainMore).
+	uncut := epoch.Add(max(h.validUntil(), h.uncut()))
 	for _, g := range h.grants {
 		a.endGrant(g, cause)
 		s := g.release
@@ -360,7 +365,7 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 		}
 		switch {
 		case s != nil && s.out:
-			s.drained, s.giveUpAt = true, until
+			s.drained, s.giveUpAt = true, uncut
 		case g.write:
 			writes++
 		default:
@@ -400,6 +405,16 @@ func (a *lockActor) drainOf(owner string, write bool) *releaseStep {
 // holds of s, which it left to s, now that s turned out not to have run:
 // the one still queued, or a new one.
 func (a *lockActor) drainMore(s *releaseStep) {
+	// s did not run: what it would have released keeps the owner's holds
+	// in Redis as long as before it (releaseAll's uncut), those of the
+	// other side too (a read under a write lives as long as the write).
+	for _, list := range [2][]step{a.steps, a.parked} {
+		for _, t := range list {
+			if r, ok := t.(*releaseStep); ok && r.grant == nil && r.owner == s.owner && s.giveUpAt.After(r.giveUpAt) {
+				r.giveUpAt = s.giveUpAt
+			}
+		}
+	}
 	if r := a.drainOf(s.owner, s.write); r != nil {
 		r.holds += s.holds
 		return

@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,4 +82,48 @@ func TestRedTeam24LostHoldsGiveBackQueuedAfterALateGrantsIsDropped(t *testing.T)
 	p.stop(busyGrant)
 	t.Logf("Redis holds %v (PTTL %v)", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
 	freedWithin(t, ctx, direct, name, time.Second, "the lost hold is given back once Redis answers")
+}
+
+// RT24-S1 (suspected in pass 24, reproduced after): Close's release of an
+// owner's holds runs only before the validity they had when it was queued
+// (releaseStep.giveUpAt). A write release on its way (being settled) had
+// cut that validity to what it leaves (a read under the write, whose key
+// expires sooner). When that release turned out not to have run, its
+// write hold came back to Close's release with the cut validity, long
+// past, and was never released: the write lock stayed for its lease. It
+// now comes back with the validity it had before the cut.
+// docs/guarantees.md, "Nothing is left behind" ("Close releases every hold")
+func TestRedTeam24CloseReleasesAWriteWhoseReleaseDidNotRun(t *testing.T) {
+	t.Parallel()
+	p, direct, rt := proxied(t, actorlock.WithCallTimeout(time.Second), actorlock.WithWatchdog(10*time.Second))
+	ctx := ctxFor(t, 30*time.Second)
+	const name = "rt24-close-write-release-not-run"
+	rw := rt.ReadWriteLock(name)
+	w, err := rw.WriteLocker().Acquire(ctx)
+	require.NoError(t, err)
+	_, err = rw.ReadLocker().Acquire(w.Context(), actorlock.LeaseTime(time.Second)) // a read under the write
+	require.NoError(t, err)
+	var open atomic.Bool
+	// The release, its settles, and Close's release: the guarded scripts
+	// (renewals are not).
+	refused := p.on(100000, refuse, 0, func(c respCommand) bool {
+		keys, _, ok := c.script()
+		return !open.Load() && ok && keys[0] == name && guarded(keys)
+	})
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- w.Unlock(ctx) }()
+	await(t, refused.hits, 2*time.Second, "the write's release, refused on its way")
+	closed := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		closed <- rt.Close(cctx)
+	}()
+	time.Sleep(1500 * time.Millisecond) // past the read's 1 s lease, the validity the release cut the hold to
+	t.Logf("before opening: Redis %v PTTL %v", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
+	open.Store(true)
+	t.Logf("Unlock: %v", await(t, unlocked, 5*time.Second, "the write's Unlock"))
+	t.Logf("after: Redis %v PTTL %v", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
+	freedWithin(t, ctx, direct, name, 5*time.Second, "Close releases the write, its release having turned out not to run (watchdog lease 10 s)")
+	require.NoError(t, await(t, closed, 10*time.Second, "Close"))
 }
