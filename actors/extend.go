@@ -86,7 +86,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case d.err != nil:
 		d.m.Reply <- sentinel.Op("extend", a.key.Name, d.err)
 	case g == nil:
-		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.undoPending(d.m.Owner, false) {
+		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.extendUndos(d.m.Owner, false, d.m.Lease) {
 			// The hold's local deadline passed while the script ran, a
 			// moment before Redis would have expired it, and the script
 			// extended it: give back what nobody here holds any more
@@ -96,7 +96,8 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 			// own give-back (abandonHold) is still out: it gives them
 			// back on a newer sight of the owner's count and token than
 			// this script's, which queued after it would pass for the
-			// newest (RT23-3).
+			// newest (RT23-3); it is now tried for as long as this
+			// extension keeps them (RT25-2).
 			a.giveBack(d.m.Owner, false, d.ours, d.count, d.token, d.m.Lease)
 		}
 		d.m.Reply <- lostError("the hold ended during this extension")

@@ -252,6 +252,7 @@ func (s *settleStep) apply(a *lockActor, ctx actor.Context, d *stepDone) {
 		if s.attempt {
 			if a.attempting[o]--; a.attempting[o] == 0 {
 				delete(a.attempting, o)
+				a.unparkUndos(o)
 			}
 		}
 		a.settled(o)
@@ -637,15 +638,21 @@ func runsBefore(u, s *undoStep) bool {
 	return u.seq > s.seq
 }
 
-// undoPending reports whether a give-back of owner's holds on that side is
-// still to run or be settled.
-func (a *lockActor) undoPending(owner string, write bool) bool {
+// extendUndos has the give-backs of owner's holds on that side still to
+// run or be settled tried for at least lease from now (the holds may last
+// that long: an Extend ran), and reports whether there are any.
+func (a *lockActor) extendUndos(owner string, write bool, lease time.Duration) bool {
+	pending := false
+	giveUpAt := time.Now().Add(lease + a.env.CallTimeout)
 	for u := range a.undos {
 		if u.owner == owner && u.write == write {
-			return true
+			pending = true
+			if giveUpAt.After(u.giveUpAt) {
+				u.giveUpAt = giveUpAt
+			}
 		}
 	}
-	return false
+	return pending
 }
 
 // undos yields the give-backs still to run or be settled: queued, parked,
@@ -680,10 +687,13 @@ func (s *undoStep) owners() []string { return []string{s.owner} }
 func (s *undoStep) lease(*lockActor) time.Duration { return max(time.Until(s.giveUpAt), 0) }
 
 func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
-	if a.unreleasing[s.owner] > 0 {
+	if a.unreleasing[s.owner] > 0 || a.attempting[s.owner] > 0 {
 		// A release of the owner is being settled: an attempt of it may
 		// still land, and what it releases is what this expects to find.
-		// It runs once that release's outcome is known (undone).
+		// Or an attempt of it is: it may have granted a hold that this
+		// would meet counted, refused and dropped, and whose give-back,
+		// once settling finds it, runs before this one (RT25-1). It runs
+		// once that outcome is known (unparkUndos).
 		a.parked = append(a.parked, s)
 		return nil
 	}
