@@ -86,6 +86,11 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case d.err != nil:
 		d.m.Reply <- sentinel.Op("extend", a.key.Name, d.err)
 	case g == nil:
+		if d.held && a.drainOf(d.m.Owner, false) != nil {
+			// Close releases the holds (unconditionally): while they
+			// are surely in Redis, which this extension lengthened.
+			a.keepDrains(d.m.Owner, d.sentAt.Add(d.m.Lease-Drift(d.m.Lease)))
+		}
 		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.extendUndos(d.m.Owner, false, d.m.Lease) {
 			// The hold's local deadline passed while the script ran, a
 			// moment before Redis would have expired it, and the script

@@ -355,17 +355,22 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	// they would have without it (drainMore).
 	uncut := epoch.Add(max(h.validUntil(), h.uncut()))
 	for _, g := range h.grants {
-		a.endGrant(g, cause)
 		s := g.release
+		if s != nil && s.out {
+			// Its own release's outcome ends it, as it answers its
+			// Unlock: unlocked if it ran; if not, with cause, once its
+			// holds come back here (drainMore).
+			s.drained, s.giveUpAt, s.drainCause = true, uncut, cause
+			continue
+		}
+		a.endGrant(g, cause)
 		if s != nil && s != a.inflight {
-			// A release queued, being settled or waiting to be tried
-			// again: the release of everything below replaces it.
+			// A release queued or waiting to be tried again: the release
+			// of everything below replaces it.
 			s.answer(ReleaseResult{Err: cause})
 			s.replies = nil
 		}
 		switch {
-		case s != nil && s.out:
-			s.drained, s.giveUpAt = true, uncut
 		case g.write:
 			writes++
 		default:
@@ -388,36 +393,54 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 }
 
 // drainOf is the release of every hold of owner on that side that
-// releaseAll queued (it runs once the owner's work is settled), if it has
-// not run yet.
+// releaseAll queued, if it is still to run or be settled, wherever it
+// waits (pending: refused, it waits on a timer; RT26-1).
 func (a *lockActor) drainOf(owner string, write bool) *releaseStep {
-	for _, list := range [2][]step{a.steps, a.parked} {
-		for _, t := range list {
-			if r, ok := t.(*releaseStep); ok && r.grant == nil && r.owner == owner && r.write == write {
-				return r
-			}
+	for r := range a.drains(owner) {
+		if r.write == write {
+			return r
 		}
 	}
 	return nil
 }
 
+// drains yields owner's releases of every hold (releaseAll) still to run
+// or be settled.
+func (a *lockActor) drains(owner string) func(yield func(*releaseStep) bool) {
+	return func(yield func(*releaseStep) bool) {
+		for x := range a.pending {
+			if r, ok := x.(*releaseStep); ok && r.grant == nil && r.owner == owner && !yield(r) {
+				return
+			}
+		}
+	}
+}
+
+// keepDrains has owner's releases of every hold run until at least
+// giveUpAt: its holds are surely in Redis until then.
+func (a *lockActor) keepDrains(owner string, giveUpAt time.Time) {
+	for r := range a.drains(owner) {
+		if giveUpAt.After(r.giveUpAt) {
+			r.giveUpAt = giveUpAt
+		}
+	}
+}
+
 // drainMore gives a release of every hold of s's owner (releaseAll) the
 // holds of s, which it left to s, now that s turned out not to have run:
-// the one still queued, or a new one.
+// the one still to be sent, or a new one.
 func (a *lockActor) drainMore(s *releaseStep) {
 	// s did not run: what it would have released keeps the owner's holds
 	// in Redis as long as before it (releaseAll's uncut), those of the
 	// other side too (a read under a write lives as long as the write).
-	for _, list := range [2][]step{a.steps, a.parked} {
-		for _, t := range list {
-			if r, ok := t.(*releaseStep); ok && r.grant == nil && r.owner == s.owner && s.giveUpAt.After(r.giveUpAt) {
-				r.giveUpAt = s.giveUpAt
-			}
+	a.keepDrains(s.owner, s.giveUpAt)
+	for r := range a.drains(s.owner) {
+		if r.write == s.write && !r.out {
+			// Not sent yet (queued, or waiting to be tried again): it
+			// releases these too.
+			r.holds += s.holds
+			return
 		}
-	}
-	if r := a.drainOf(s.owner, s.write); r != nil {
-		r.holds += s.holds
-		return
 	}
 	a.steps = append(a.steps, &releaseStep{owner: s.owner, write: s.write, holds: s.holds, giveUpAt: s.giveUpAt})
 }

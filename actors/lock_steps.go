@@ -406,6 +406,7 @@ type releaseStep struct {
 	// (releaseAll) left this one's holds to it, and takes them on if it
 	// turns out not to have run.
 	out, drained bool
+	drainCause   error     // drained: how its acquisition ends if it did not run
 	giveUpAt     time.Time // a departed owner's (grant nil): its holds' validity, past which it must not run
 
 	unlock scripts.Unlock // outcome
@@ -454,9 +455,15 @@ func (s *releaseStep) fail(a *lockActor, err error) {
 // after it failed too, when the actor stops: with what became of its hold
 // if that ended, else ErrClosed (why: where the release stood).
 func (s *releaseStep) closed(a *lockActor, why string) {
-	res := ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, fmt.Errorf("%w %s", ErrClosed, why))}
+	err := sentinel.Op("unlock", a.key.Name, fmt.Errorf("%w %s", ErrClosed, why))
+	res := ReleaseResult{Err: err}
 	if g := s.grant; g != nil && g.ended != nil {
 		res = endedRelease(g.ended)
+	}
+	if s.drained {
+		// Close left its acquisition to end with its outcome (releaseAll),
+		// which nobody will learn now.
+		a.endGrant(s.grant, s.drainCause)
 	}
 	s.answer(res)
 	s.replies, s.told = nil, true
@@ -658,12 +665,22 @@ func (a *lockActor) extendUndos(owner string, write bool, lease time.Duration) b
 // undos yields the give-backs still to run or be settled: queued, parked,
 // waiting to be retried, being settled, or in flight.
 func (a *lockActor) undos(yield func(*undoStep) bool) {
+	for x := range a.pending {
+		if u, ok := x.(*undoStep); ok && !yield(u) {
+			return
+		}
+	}
+}
+
+// pending yields the steps still to run or be settled, wherever they wait:
+// queued, parked, on a timer (later), in flight, or being settled (the
+// step a settleStep settles).
+func (a *lockActor) pending(yield func(step) bool) {
 	visit := func(x step) bool {
 		if st, ok := x.(*settleStep); ok {
 			x = st.done.step
 		}
-		u, ok := x.(*undoStep)
-		return !ok || yield(u)
+		return yield(x)
 	}
 	for _, list := range [2][]step{a.steps, a.parked} {
 		for _, x := range list {
