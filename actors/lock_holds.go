@@ -355,22 +355,20 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	// they would have without it (drainMore).
 	uncut := epoch.Add(max(h.validUntil(), h.uncut()))
 	for _, g := range h.grants {
-		s := g.release
-		if s != nil && s.out {
-			// Its own release's outcome ends it, as it answers its
-			// Unlock: unlocked if it ran; if not, with cause, once its
-			// holds come back here (drainMore).
-			s.drained, s.giveUpAt, s.drainCause = true, uncut, cause
-			continue
-		}
+		// Ended now, whatever its release on its way does: nothing here
+		// would end it at its validity any more, and its Done must close
+		// before Redis can let another owner in (RT27-2).
 		a.endGrant(g, cause)
+		s := g.release
 		if s != nil && s != a.inflight {
-			// A release queued or waiting to be tried again: the release
-			// of everything below replaces it.
+			// A release queued, being settled or waiting to be tried
+			// again: the release of everything below replaces it.
 			s.answer(ReleaseResult{Err: cause})
 			s.replies = nil
 		}
 		switch {
+		case s != nil && s.out:
+			s.drained, s.giveUpAt = true, uncut
 		case g.write:
 			writes++
 		default:
@@ -404,12 +402,13 @@ func (a *lockActor) drainOf(owner string, write bool) *releaseStep {
 	return nil
 }
 
-// drains yields owner's releases of every hold (releaseAll) still to run
-// or be settled.
+// drains yields owner's releases of every hold still to run or be
+// settled: releaseAll's, and the releases on their way it left holds to
+// (drained), which hand them to one if they did not run (RT27-1).
 func (a *lockActor) drains(owner string) func(yield func(*releaseStep) bool) {
 	return func(yield func(*releaseStep) bool) {
 		for x := range a.pending {
-			if r, ok := x.(*releaseStep); ok && r.grant == nil && r.owner == owner && !yield(r) {
+			if r, ok := x.(*releaseStep); ok && (r.grant == nil || r.drained) && r.owner == owner && !yield(r) {
 				return
 			}
 		}
@@ -435,7 +434,7 @@ func (a *lockActor) drainMore(s *releaseStep) {
 	// other side too (a read under a write lives as long as the write).
 	a.keepDrains(s.owner, s.giveUpAt)
 	for r := range a.drains(s.owner) {
-		if r.write == s.write && !r.out {
+		if r.grant == nil && r.write == s.write && !r.out {
 			// Not sent yet (queued, or waiting to be tried again): it
 			// releases these too.
 			r.holds += s.holds

@@ -350,9 +350,7 @@ func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 	}
 	if s.grant != nil && s.drained {
 		// It did not run, and a release of every hold of its owner left its
-		// holds to it: they are that one's to release now, and its
-		// acquisition ends as that one's did.
-		a.endGrant(s.grant, s.drainCause)
+		// holds to it: they are that one's to release now.
 		a.drainMore(s)
 	}
 	if s.grant == nil && a.retryLater(s, s.giveUpAt) {

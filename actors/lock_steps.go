@@ -406,8 +406,7 @@ type releaseStep struct {
 	// (releaseAll) left this one's holds to it, and takes them on if it
 	// turns out not to have run.
 	out, drained bool
-	drainCause   error     // drained: how its acquisition ends if it did not run
-	giveUpAt     time.Time // a departed owner's (grant nil): its holds' validity, past which it must not run
+	giveUpAt     time.Time // a departed owner's (grant nil), or drained: its holds' validity, past which they must not be released unconditionally
 
 	unlock scripts.Unlock // outcome
 	handed scripts.Grant  // next's grant
@@ -455,15 +454,9 @@ func (s *releaseStep) fail(a *lockActor, err error) {
 // after it failed too, when the actor stops: with what became of its hold
 // if that ended, else ErrClosed (why: where the release stood).
 func (s *releaseStep) closed(a *lockActor, why string) {
-	err := sentinel.Op("unlock", a.key.Name, fmt.Errorf("%w %s", ErrClosed, why))
-	res := ReleaseResult{Err: err}
+	res := ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, fmt.Errorf("%w %s", ErrClosed, why))}
 	if g := s.grant; g != nil && g.ended != nil {
 		res = endedRelease(g.ended)
-	}
-	if s.drained {
-		// Close left its acquisition to end with its outcome (releaseAll),
-		// which nobody will learn now.
-		a.endGrant(s.grant, s.drainCause)
 	}
 	s.answer(res)
 	s.replies, s.told = nil, true

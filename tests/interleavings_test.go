@@ -631,27 +631,3 @@ func TestUnlockWaitsForItsOwnersUnsettledReentry(t *testing.T) {
 	assert.ErrorIs(t, old.Err(), actorlock.ErrLost)
 	emptied(t, ctx, direct, name, "the re-entry's fresh hold is given back")
 }
-
-// Close while an Unlock is on its way (found by the simulation, seed 212):
-// Close ended the acquisition with ErrClosed at once, and the Unlock then
-// returned nil: a Held whose Unlock succeeded, ended "closed". Its own
-// release's outcome now ends it, as it answers the Unlock.
-// docs/guarantees.md, "Nothing is left behind" ("Close releases every hold")
-func TestCloseWhileAnUnlockIsOnItsWayEndsItUnlocked(t *testing.T) {
-	t.Parallel()
-	p, direct, rt := proxied(t)
-	ctx := ctxFor(t, 20*time.Second)
-	const name = "close-while-unlocking"
-	h, err := rt.Lock(name).Acquire(ctx)
-	require.NoError(t, err)
-	held := p.on(1, holdCommand, time.Second, func(c respCommand) bool { return isRelease(c, name, h.Owner(), false) })
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- h.Unlock(ctx) }()
-	await(t, held.hits, 2*time.Second, "the Unlock's release, held back")
-	closed := make(chan error, 1)
-	go func() { closed <- rt.Close(ctx) }()
-	require.NoError(t, await(t, unlocked, 5*time.Second, "the Unlock"))
-	require.ErrorIs(t, h.Err(), actorlock.ErrUnlocked, "an acquisition whose Unlock succeeded ends unlocked")
-	require.NoError(t, await(t, closed, 5*time.Second, "Close"))
-	require.Zero(t, direct.Exists(ctx, name).Val(), "the lock is released")
-}

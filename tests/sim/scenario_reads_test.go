@@ -54,7 +54,10 @@ func (wk *worker) mixedReads() {
 		return
 	}
 	wk.w.judged[scMixedReads].Add(1)
-	if cause := long.h.Err(); !errors.Is(cause, actorlock.ErrUnlocked) {
+	// A mid-run Close ends every acquisition at once (ErrClosed), one
+	// whose Unlock is on its way too: nothing would end it at its
+	// validity after that (red-team finding RT27-2, seed 213).
+	if cause := long.h.Err(); !errors.Is(cause, actorlock.ErrUnlocked) && !errors.Is(cause, actorlock.ErrClosed) {
 		m.mu.Lock()
 		m.fail("an acquisition whose Unlock succeeded ends unlocked, not lost", n, []string{long.field},
 			"the watchdog read's Unlock, held back %v while its owner's short read (LeaseTime %v) ran out, returned nil, and its Held ended with %v", delay, lease, cause)
