@@ -293,9 +293,7 @@ func TestLockMachineHandoffAfterCancel(t *testing.T) {
 // one now waits while a newer one is still to run or to be settled,
 // wherever that waits.
 func TestLockMachineOlderGiveBackWaitsForTheNewer(t *testing.T) {
-	m := newMachine(t)
-	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
-	a.self = m.pid
+	a := newMachine(t).unspawned()
 	older := a.giveBack("o", false, 1, 1, 7, time.Minute)
 	newer := a.giveBack("o", false, 1, 2, 0, time.Minute)
 	other := a.giveBack("p", false, 1, 1, 0, time.Minute)
@@ -324,8 +322,8 @@ func TestLockMachineOlderGiveBackWaitsForTheNewer(t *testing.T) {
 // on a timer of a stopped actor, and was dropped.
 func TestLockMachineStopRunsGiveBacksNewestFirst(t *testing.T) {
 	m := newMachine(t)
-	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
-	a.self, a.fam = m.pid, &scriptedFamily{calls: m.calls}
+	a := m.unspawned()
+	a.fam = &scriptedFamily{calls: m.calls}
 	a.giveBack("o", false, 1, 1, 7, time.Minute)
 	a.giveBack("o", false, 1, 2, 0, time.Minute)
 	a.steps = []step{a.steps[1], a.steps[0]} // the older one first: a retry's timer fired first
@@ -344,9 +342,7 @@ func TestLockMachineStopRunsGiveBacksNewestFirst(t *testing.T) {
 // parked or being settled missed it, and was refused once the newer ran:
 // the hold it gave back stayed in Redis for its lease.
 func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
-	m := newMachine(t)
-	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
-	a.self = m.pid
+	a := newMachine(t).unspawned()
 	retrying := a.giveBack("o", false, 1, 1, 7, time.Minute)
 	settling := a.giveBack("o", false, 1, 1, 8, time.Minute)
 	a.steps = []step{&settleStep{done: &stepDone{step: settling}}}
@@ -360,9 +356,7 @@ func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
 // still counted: refused by count, it runs again after the newer one
 // instead of being dropped.
 func TestLockMachineGiveBackRefusedByANewerOnesHoldRunsAgain(t *testing.T) {
-	m := newMachine(t)
-	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
-	a.self = m.pid
+	a := newMachine(t).unspawned()
 	older := a.giveBack("o", false, 1, 1, 7, time.Minute)
 	a.steps, a.inflight = nil, older
 	a.giveBack("o", false, 1, 2, 9, time.Minute)
@@ -371,4 +365,13 @@ func TestLockMachineGiveBackRefusedByANewerOnesHoldRunsAgain(t *testing.T) {
 	older.apply(a, nil, &stepDone{step: older})
 	require.Contains(t, a.later, step(older), "it runs again")
 	require.Equal(t, 2, a.settling["o"], "its owner's work is still unsettled")
+}
+
+// unspawned is a lock actor of the machine's environment that no mailbox
+// runs: a test calls its methods directly. What its timers send goes to
+// an actor that drops it.
+func (m *machine) unspawned() *lockActor {
+	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+	a.self = m.sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	return a
 }
