@@ -86,10 +86,14 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case d.err != nil:
 		d.m.Reply <- sentinel.Op("extend", a.key.Name, d.err)
 	case g == nil:
-		if d.held && a.drainOf(d.m.Owner, false) != nil {
-			// Close releases the holds (unconditionally): while they
-			// are surely in Redis, which this extension lengthened.
-			a.keepDrains(d.m.Owner, d.sentAt.Add(d.m.Lease-Drift(d.m.Lease)))
+		if d.held {
+			// Close releases the holds unconditionally, while they are
+			// surely in Redis: longer if this extension lengthened them,
+			// which its reply proves only if it came before that time.
+			// After it, the script may have met a fresh hold of the
+			// WithOwner id taken through another runtime, and extended
+			// that one (RT28-1).
+			a.keepDrainsBy(d.m.Owner, time.Now(), d.sentAt.Add(d.m.Lease-Drift(d.m.Lease)))
 		}
 		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.extendUndos(d.m.Owner, false, d.m.Lease) {
 			// The hold's local deadline passed while the script ran, a
@@ -109,6 +113,11 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 	case !d.held:
 		a.lost(ctx, h, LossGone, "extending found the lock gone")
 		d.m.Reply <- lostError("extending found the lock gone")
+	case since() >= h.validUntil():
+		// The reply came after the hold's validity (its timer has not
+		// fired yet): the script may have met a fresh hold of a
+		// WithOwner id. The hold ends at its validity as it would have.
+		d.m.Reply <- lostError("the hold's validity ended before this extension was confirmed")
 	default:
 		h.extend(d.sentAt.Add(d.m.Lease - Drift(d.m.Lease)))
 		a.armValidity()

@@ -418,8 +418,15 @@ func (a *lockActor) drains(owner string) func(yield func(*releaseStep) bool) {
 // keepDrains has owner's releases of every hold run until at least
 // giveUpAt: its holds are surely in Redis until then.
 func (a *lockActor) keepDrains(owner string, giveUpAt time.Time) {
+	a.keepDrainsBy(owner, time.Time{}, giveUpAt)
+}
+
+// keepDrainsBy is keepDrains for the releases whose holds were surely in
+// Redis at proof (their giveUpAt is later): what proves they last longer
+// happened by then.
+func (a *lockActor) keepDrainsBy(owner string, proof, giveUpAt time.Time) {
 	for r := range a.drains(owner) {
-		if giveUpAt.After(r.giveUpAt) {
+		if proof.Before(r.giveUpAt) && giveUpAt.After(r.giveUpAt) {
 			r.giveUpAt = giveUpAt
 		}
 	}
