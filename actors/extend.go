@@ -93,7 +93,7 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 			// After it, the script may have met a fresh hold of the
 			// WithOwner id taken through another runtime, and extended
 			// that one (RT28-1).
-			a.keepDrainsBy(d.m.Owner, time.Now(), d.sentAt.Add(d.m.Lease-Drift(d.m.Lease)))
+			a.keepDrains(d.m.Owner, time.Now(), d.sentAt.Add(d.m.Lease-Drift(d.m.Lease)))
 		}
 		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.extendUndos(d.m.Owner, false, d.m.Lease) {
 			// The hold's local deadline passed while the script ran, a

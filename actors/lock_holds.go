@@ -416,15 +416,10 @@ func (a *lockActor) drains(owner string) func(yield func(*releaseStep) bool) {
 }
 
 // keepDrains has owner's releases of every hold run until at least
-// giveUpAt: its holds are surely in Redis until then.
-func (a *lockActor) keepDrains(owner string, giveUpAt time.Time) {
-	a.keepDrainsBy(owner, time.Time{}, giveUpAt)
-}
-
-// keepDrainsBy is keepDrains for the releases whose holds were surely in
-// Redis at proof (their giveUpAt is later): what proves they last longer
-// happened by then.
-func (a *lockActor) keepDrainsBy(owner string, proof, giveUpAt time.Time) {
+// giveUpAt, those whose holds were surely in Redis at proof (their giveUpAt
+// is later): what proves the holds last that long happened by then (zero:
+// known without a time).
+func (a *lockActor) keepDrains(owner string, proof, giveUpAt time.Time) {
 	for r := range a.drains(owner) {
 		if proof.Before(r.giveUpAt) && giveUpAt.After(r.giveUpAt) {
 			r.giveUpAt = giveUpAt
@@ -439,7 +434,7 @@ func (a *lockActor) drainMore(s *releaseStep) {
 	// s did not run: what it would have released keeps the owner's holds
 	// in Redis as long as before it (releaseAll's uncut), those of the
 	// other side too (a read under a write lives as long as the write).
-	a.keepDrains(s.owner, s.giveUpAt)
+	a.keepDrains(s.owner, time.Time{}, s.giveUpAt)
 	for r := range a.drains(s.owner) {
 		if r.grant == nil && r.write == s.write && !r.out {
 			// Not sent yet (queued, or waiting to be tried again): it
