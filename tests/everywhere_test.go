@@ -189,6 +189,13 @@ func TestSentinelFailoverClientsServeEveryPrimitive(t *testing.T) {
 		t.Logf("Sentinel's master: %q", sc.GetMasterAddrByName(ctx, "locks").Val())
 		old := client(t, master.Addr)
 		t.Logf("the killed master's port answers PING with %v; its server: %q", old.Ping(ctx).Err(), old.Info(ctx, "server").Val())
+		select {
+		case err := <-woken:
+			// A waiter that gave up has no channel to re-subscribe.
+			t.Logf("the waiter had returned, %v after Sentinel named the new master: %v", at.Sub(promoted), err)
+		default:
+			t.Logf("the waiter is still waiting")
+		}
 		t.FailNow()
 	}
 	t.Logf("re-subscribed on the promoted master %v after Sentinel named it", time.Since(promoted))

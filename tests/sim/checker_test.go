@@ -184,12 +184,17 @@ func (m *model) checkHolds(n *nameState, fields map[string]string, redisOK bool,
 			m.failKnown(4, "nothing is kept for a caller who let it go", n, []string{h.field},
 				"member of a group unlocked %.3fs ago is still held (Err %v)", now.Sub(h.abandoned).Seconds(), h.h.Err())
 		}
-		if !h.group {
+		if owner := strings.TrimSuffix(h.field, ":write"); !h.group && n.reacquiring[owner] == 0 {
 			for _, d := range n.deletes {
 				// Its hold was deleted under it: the watchdog's next
 				// renewal finds it gone, or the lease runs out, and a
-				// re-entry since (finding a count of 1) ends it too.
-				if h.since.Before(d.from) && now.Sub(d.to) > m.lossBound(h) {
+				// re-entry since (finding a count of 1) ends it too;
+				// one whose outcome is not known, once it is settled.
+				from := d.to
+				if u := n.unsettled[owner]; u.After(d.from) && u.After(from) {
+					from = u
+				}
+				if h.since.Before(d.from) && now.Sub(from) > m.lossBound(h) {
 					m.fail("a Held whose lock was deleted in Redis closes Done within its lease", n, []string{h.field},
 						"token %d (lease %v) acquired before a DEL %.3fs ago; its Done is still open", h.h.Token(), h.lease, now.Sub(d.to).Seconds())
 					break

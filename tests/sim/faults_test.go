@@ -401,6 +401,38 @@ func (f *faults) namesOf(cmds ...redis.Cmder) ([]string, string) {
 	return out, desc.String()
 }
 
+// simTrace (SIM_TRACE=1): every call on a name goes into its history,
+// with its outcome, and a violation shows the whole history (histLen
+// events): what the runtime asked of Redis around it.
+var simTrace = os.Getenv("SIM_TRACE") != ""
+
+// trace records each of cmds, sent at sent, in the histories of its names.
+func (f *faults) trace(cmds []redis.Cmder, sent time.Time) {
+	for _, c := range cmds {
+		names, desc := f.namesOf(c)
+		if len(names) == 0 {
+			continue
+		}
+		out := "ok"
+		if err := c.Err(); err != nil {
+			out = err.Error()
+		} else if cmd, ok := c.(*redis.Cmd); ok {
+			out = fmt.Sprint(cmd.Val())
+		}
+		if len(out) > 120 {
+			out = out[:120] + "…"
+		}
+		m := f.w.model
+		m.mu.Lock()
+		for i, name := range names {
+			if n := m.historyOf(name); n != nil && !slices.Contains(names[:i], name) {
+				n.record(-2, "call (%.0fms) %s-> %s", time.Since(sent).Seconds()*1000, desc, out)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
 // errRefused is the cause of every injected dial error.
 var errRefused = errors.New("connect: connection refused (injected)")
 
@@ -493,6 +525,9 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		f.w.calls.Add(1)
 		cmds := []redis.Cmder{cmd}
+		if simTrace {
+			defer f.trace(cmds, time.Now())
+		}
 		defer f.renewals.observe(f.w, cmds, time.Now())
 		defer f.w.primCalls(cmds)()
 		run := f.watched(cmds, func() error { return next(ctx, cmd) })
@@ -520,6 +555,9 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (f *faults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		f.w.calls.Add(int64(len(cmds)))
+		if simTrace {
+			defer f.trace(cmds, time.Now())
+		}
 		defer f.renewals.observe(f.w, cmds, time.Now())
 		defer f.w.primCalls(cmds)()
 		run := f.watched(cmds, func() error { return next(ctx, cmds) })

@@ -123,6 +123,13 @@ type nameState struct {
 	inFlight map[string]int
 	epoch    map[string]uint64
 	taint    map[string]time.Time
+	// reacquiring: per owner, acquisitions of it in flight; unsettled:
+	// until when one that failed may still start a fresh hold of it (its
+	// run's outcome being settled). After a DEL, the watchdog renews the
+	// owner's Helds on such a fresh hold until the run is settled
+	// (docs/guarantees.md, "A lost hold is given back").
+	reacquiring map[string]int
+	unsettled   map[string]time.Time
 	// mismatchSince: per field, since when Redis's count differs from the
 	// model's at every quiet look.
 	mismatchSince map[string]time.Time
@@ -155,7 +162,9 @@ type sample struct {
 	free bool
 }
 
-const histLen = 160
+// histLen is how many events of a name its ring keeps (more when every
+// call is traced: simTrace).
+var histLen = map[bool]int{false: 160, true: 800}[simTrace]
 
 // historyLines is how many of its owners' events a violation's history
 // shows (SIM_HISTORY, default 30; the ring keeps histLen).
@@ -190,13 +199,15 @@ func (n *nameState) history(start time.Time, owners ...string) string {
 			match = match || strings.Contains(e.what, short(strings.TrimSuffix(o, ":write")))
 		}
 		switch {
-		case match:
+		case match || simTrace:
 			mine = append(mine, i)
 		case e.worker < 0 && !strings.HasPrefix(e.what, "Done of") || strings.HasPrefix(e.what, "DEL") || strings.HasPrefix(e.what, "force-unlock"):
 			around = append(around, i)
 		}
 	}
-	mine = mine[max(len(mine)-historyLines, 0):]
+	if !simTrace {
+		mine = mine[max(len(mine)-historyLines, 0):]
+	}
 	around = around[max(len(around)-12, 0):]
 	var keep []event
 	for i, j := 0, 0; i < len(mine) || j < len(around); {
@@ -323,7 +334,7 @@ func (m *model) addName(name string, kind int, scenario bool) {
 }
 
 func newNameState(name string, kind int, scenario bool) *nameState {
-	return &nameState{name: name, kind: kind, scenario: scenario, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{},
+	return &nameState{name: name, kind: kind, scenario: scenario, holds: map[uint64]*hold{}, inFlight: map[string]int{}, epoch: map[string]uint64{}, reacquiring: map[string]int{}, unsettled: map[string]time.Time{},
 		taint: map[string]time.Time{}, mismatchSince: map[string]time.Time{}, unlockFailed: map[string]bool{}, ownerUnlocks: map[string]int{}, concurrentUnlock: map[string]time.Time{}, rwReleased: map[string]time.Time{}, shared: map[string]time.Time{}}
 }
 

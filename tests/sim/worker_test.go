@@ -335,9 +335,27 @@ func (wk *worker) acquire(op int, parent *hold, withOwner bool) {
 func (wk *worker) tracked(n *nameState, field, what string, bound time.Duration, acquire func() (*actorlock.Held, error)) (*actorlock.Held, error) {
 	m := wk.w.model
 	m.opStart(n, field)
+	owner := strings.TrimSuffix(field, ":write")
+	m.mu.Lock()
+	n.reacquiring[owner]++
+	m.mu.Unlock()
 	id := m.begin(wk.id, what+" "+n.name, n.name, bound)
 	h, err := acquire()
 	m.end(id)
+	m.mu.Lock()
+	if n.reacquiring[owner]--; n.reacquiring[owner] == 0 {
+		delete(n.reacquiring, owner)
+	}
+	if err != nil && field != "" {
+		// Its last run, sent before now, is settled within its guard's
+		// life (GuardTTL, three call timeouts, plus its lease) less a
+		// call timeout.
+		until := time.Now().Add(2*wk.w.cfg.callTimeout + wk.w.cfg.maxLease())
+		if until.After(n.unsettled[owner]) {
+			n.unsettled[owner] = until
+		}
+	}
+	m.mu.Unlock()
 	m.opEnd(n, field)
 	return h, err
 }
