@@ -112,10 +112,11 @@ func (a *lockActor) giveBackHold(h *hold) {
 				}
 			}
 		}
-		a.giveBack(h.owner, false, n, h.count, token, lease).readTokens = keys
+		u := a.giveBack(h.owner, false, n, h.count, token, lease)
+		u.readTokens, u.validTo = keys, epoch.Add(h.validUntil())
 	}
 	if n := h.granted(true); h.writes > 0 && n > 0 {
-		a.giveBack(h.owner, true, n, h.writes, h.token, lease)
+		a.giveBack(h.owner, true, n, h.writes, h.token, lease).validTo = epoch.Add(h.validUntil())
 	}
 }
 
@@ -129,11 +130,13 @@ func (a *lockActor) giveBackHold(h *hold) {
 // in the order runsBefore gives: by the count they expect): each is queued on a
 // newer sight of the owner's count and counter, so the one before it finds
 // what it expects once the newer has run; the counter does not go back, so
-// the older ones expect the newer's token. A newer one's unknown token (0)
-// leaves a WithOwner id's theirs: unchecked, they could release a fresh
-// hold of the id taken through another runtime once theirs expired (an
-// owner id this runtime made has no other holder, and the stale token
-// would be refused until its hold expired).
+// the older ones expect the newer's token. A WithOwner id's older ones take
+// it only if it is known (> 0) and was seen while their holds were surely
+// in Redis (before validTo): else the newer sight may be of a fresh hold of
+// the id taken through another runtime once theirs expired (RT29-2), and
+// with its token they would release that hold. An owner id this runtime
+// made has no other holder (and a stale token would be refused until its
+// hold expired).
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
 	// A read give-back checks its own key's token (rw_read_unlock.lua),
@@ -141,7 +144,7 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// hands its own on.
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for u := range a.undos {
-		if u.owner == owner && counter(u.write) && counter(write) && (token > 0 || a.ownID(owner)) {
+		if u.owner == owner && counter(u.write) && counter(write) && (a.ownID(owner) || token > 0 && time.Now().Before(u.validTo)) {
 			u.token = token
 		}
 	}

@@ -345,11 +345,31 @@ func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
 	a := newMachine(t).unspawned()
 	retrying := a.giveBack("o", false, 1, 1, 7, time.Minute)
 	settling := a.giveBack("o", false, 1, 1, 8, time.Minute)
+	retrying.validTo, settling.validTo = time.Now().Add(time.Minute), time.Now().Add(time.Minute)
 	a.steps = []step{&settleStep{done: &stepDone{step: settling}}}
 	a.runLater(time.Hour, retrying)
 	a.giveBack("o", false, 1, 2, 9, time.Minute)
 	require.EqualValues(t, 9, retrying.token, "a give-back waiting to be retried")
 	require.EqualValues(t, 9, settling.token, "a give-back being settled")
+}
+
+// A newer sight of a WithOwner id made after an older give-back's holds'
+// validity may be of a fresh hold of the id that another runtime took
+// once they expired (RT29-2): its token is not the older one's, which
+// would then release that hold. An id the runtime made has no other holder.
+func TestLockMachineNewerGiveBackKeepsItsTokenFromExpiredHolds(t *testing.T) {
+	a := newMachine(t).unspawned()
+	expired := a.giveBack("o", false, 1, 1, 7, time.Minute)
+	expired.validTo = time.Now().Add(-time.Millisecond)
+	unknown := a.giveBack("o", false, 1, 1, 8, time.Minute) // validity not known
+	a.giveBack("o", false, 1, 2, 9, time.Minute)
+	require.EqualValues(t, 7, expired.token, "holds past their validity")
+	require.EqualValues(t, 8, unknown.token, "holds of unknown validity")
+
+	own := a.env.RuntimeID + ":1"
+	older := a.giveBack(own, false, 1, 1, 7, time.Minute)
+	a.giveBack(own, false, 1, 2, 9, time.Minute)
+	require.EqualValues(t, 9, older.token, "an id of the runtime's own")
 }
 
 // A give-back out when a newer one was queued finds the newer one's hold

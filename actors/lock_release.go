@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -342,6 +343,12 @@ const yieldWindow = 2 * time.Millisecond
 // Each run is a request of its own (guardFor): the last one is known to
 // have done nothing, so nothing can act twice.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
+	if h != nil && s.grant != nil && errors.Is(err, scripts.ErrNotRun) && since() >= h.uncut() {
+		// Refused on arrival as past its hold's validity (releaseStep.call):
+		// the hold may have expired in Redis; it is lost, and given back
+		// by compare-and-release once its validity is looked at below.
+		err = lostError("the hold's validity ended before its unlock reached Redis")
+	}
 	s.fail(a, err)
 	if h != nil {
 		// It did not run: the hold is valid as before it was sent.

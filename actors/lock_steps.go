@@ -544,13 +544,20 @@ func (s *releaseStep) call(a *lockActor) scriptCall {
 		args.next = scripts.AcquireArgs{Owner: r.owner, Lease: r.leaseOr(a.env.Watchdog), TokenTTL: a.env.TokenTTL}
 	}
 	env, fam, span, giveUpAt := a.env, a.fam, s.span, s.giveUpAt
+	if h := a.holds.get(s.owner); s.grant != nil && h != nil {
+		// As long as the hold is valid, were this release not to run.
+		if until := epoch.Add(h.uncut()); giveUpAt.IsZero() || until.Before(giveUpAt) {
+			giveUpAt = until
+		}
+	}
 	return func(ctx context.Context, g scripts.Guard) (err error) {
 		ctx = withSpan(ctx, span)
 		if !giveUpAt.IsZero() && !g.Settle {
-			// A departed owner's release is unconditional: an attempt
-			// held back past its holds' validity would delete a fresh
-			// hold of the id. Redis refuses it then (ErrTooLate), as
-			// it refuses one past its call's deadline.
+			// A release is unconditional: an attempt held back past its
+			// holds' validity would delete a fresh hold of the id (taken
+			// through another runtime once they expired: RT23-1, RT29-1).
+			// Redis refuses it then, as it refuses one past its call's
+			// deadline (ErrNotRun).
 			g.Until = giveUpAt
 			if until, ok := env.Clock.ActsUntil(ctx); ok && until.Before(giveUpAt) {
 				g.Until = until
@@ -605,7 +612,11 @@ type undoStep struct {
 	// release in flight lowers it (undone).
 	readTokens []int64
 	giveUpAt   time.Time
-	seq        uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
+	// validTo: until when its holds were surely in Redis (zero: not
+	// known), so that a newer sight of a WithOwner id before it is of
+	// them, and its token theirs (giveBack).
+	validTo time.Time
+	seq     uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
 
 	unlock scripts.Unlock // outcome
 }
