@@ -116,6 +116,12 @@ type queueLedger struct {
 	// saw an item moved into, and what each command on it did (as its
 	// client saw it); a quiet point forgets those it finds empty.
 	holds map[string][]string
+	// holdsSince: the model's restartSeq when the hooks first saw a call on
+	// each hold. A restart without persistence since then may have wiped
+	// the mark that ends it (scripts.Taken): a pop sent before it and
+	// reaching Redis after it leaves its item there (docs/guarantees.md,
+	// "Not guaranteed for queues and semaphores").
+	holdsSince map[string]int
 	// recent: payloads offered to the delayed queue lately, for Remove.
 	recent []string
 }
@@ -184,7 +190,7 @@ func (m *model) addPrims(c *config, prefix string) {
 			p.lastCall.Store(time.Now().UnixNano())
 			switch k {
 			case pQueue:
-				p.q = &queueLedger{items: map[string]*queueItem{}, ended: map[string]string{}, holds: map[string][]string{}}
+				p.q = &queueLedger{items: map[string]*queueItem{}, ended: map[string]string{}, holds: map[string][]string{}, holdsSince: map[string]int{}}
 			case pSemaphore:
 				p.s = &semLedger{}
 			case pExpirable:
@@ -1064,6 +1070,9 @@ func (w *world) holdCalls(cmds []redis.Cmder, how string) {
 			what = how + ": " + what
 		}
 		w.model.mu.Lock()
+		if _, ok := p.q.holds[hold]; !ok {
+			p.q.holdsSince[hold] = w.model.restartSeq
+		}
 		if log := p.q.holds[hold]; len(log) < 8 {
 			p.q.holds[hold] = append(log, fmt.Sprintf("%.3fs %s", time.Since(w.start).Seconds(), what))
 		}

@@ -302,8 +302,13 @@ func (m *model) checkQueue(p *primState, s *primSnap, wiped bool) *issue {
 	var inHolds []string
 	for h, items := range s.holds {
 		story := fmt.Sprintf("%s (what reached it: %s)", h, strings.Join(q.holds[h], "; "))
+		since, seen := q.holdsSince[h]
 		for _, v := range items {
 			add(v, story)
+			if seen && since != m.restartSeq {
+				p.record(-1, "%s stays in %s: its pop was sent before a restart without persistence wiped what ended the hold", v, story)
+				continue
+			}
 			inHolds = append(inHolds, v+" in "+story)
 		}
 	}
@@ -312,6 +317,7 @@ func (m *model) checkQueue(p *primState, s *primSnap, wiped bool) *issue {
 		for h := range q.holds {
 			if _, ok := s.holds[h]; !ok {
 				delete(q.holds, h)
+				delete(q.holdsSince, h)
 			}
 		}
 	}
