@@ -131,12 +131,14 @@ func (a *lockActor) giveBackHold(h *hold) {
 // newer sight of the owner's count and counter, so the one before it finds
 // what it expects once the newer has run; the counter does not go back, so
 // the older ones expect the newer's token. A WithOwner id's older ones take
-// it only if it is known (> 0) and was seen while their holds were surely
-// in Redis (before validTo): else the newer sight may be of a fresh hold of
-// the id taken through another runtime once theirs expired (RT29-2), and
-// with its token they would release that hold. An owner id this runtime
-// made has no other holder (and a stale token would be refused until its
-// hold expired).
+// it only if it is known (> 0) and its grant ran while their holds were
+// surely in Redis (before validTo, as the token, the server's clock at the
+// grant, shows): else it may have been a grant of a fresh hold of the id
+// taken through another runtime once theirs expired (RT29-2), and with its
+// token they would release that hold; left with their own, a re-entry that
+// ran in time would strand them (RT30-1). An owner id this runtime made has
+// no other holder (and a stale token would be refused until its hold
+// expired).
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
 	// A read give-back checks its own key's token (rw_read_unlock.lua),
@@ -144,7 +146,7 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// hands its own on.
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for u := range a.undos {
-		if u.owner == owner && counter(u.write) && counter(write) && (a.ownID(owner) || token > 0 && time.Now().Before(u.validTo)) {
+		if u.owner == owner && counter(u.write) && counter(write) && (a.ownID(owner) || token > 0 && a.env.Clock.IssuedBefore(token, u.validTo)) {
 			u.token = token
 		}
 	}

@@ -348,28 +348,47 @@ func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
 	retrying.validTo, settling.validTo = time.Now().Add(time.Minute), time.Now().Add(time.Minute)
 	a.steps = []step{&settleStep{done: &stepDone{step: settling}}}
 	a.runLater(time.Hour, retrying)
-	a.giveBack("o", false, 1, 2, 9, time.Minute)
-	require.EqualValues(t, 9, retrying.token, "a give-back waiting to be retried")
-	require.EqualValues(t, 9, settling.token, "a give-back being settled")
+	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now())
+	newer := time.Now().UnixMicro() // a grant that ran now, while their holds are valid
+	a.giveBack("o", false, 1, 2, newer, time.Minute)
+	require.EqualValues(t, newer, retrying.token, "a give-back waiting to be retried")
+	require.EqualValues(t, newer, settling.token, "a give-back being settled")
 }
 
-// A newer sight of a WithOwner id made after an older give-back's holds'
-// validity may be of a fresh hold of the id that another runtime took
-// once they expired (RT29-2): its token is not the older one's, which
-// would then release that hold. An id the runtime made has no other holder.
+// A newer grant of a WithOwner id that ran after an older give-back's
+// holds' validity (its token, the server's clock at the grant, says when)
+// may be of a fresh hold of the id that another runtime took once they
+// expired (RT29-2): its token is not the older one's, which would then
+// release that hold. One that ran before re-entered them: left without its
+// token, the older one is refused and strands them (RT30-1). An id the
+// runtime made has no other holder.
 func TestLockMachineNewerGiveBackKeepsItsTokenFromExpiredHolds(t *testing.T) {
 	a := newMachine(t).unspawned()
-	expired := a.giveBack("o", false, 1, 1, 7, time.Minute)
-	expired.validTo = time.Now().Add(-time.Millisecond)
-	unknown := a.giveBack("o", false, 1, 1, 8, time.Minute) // validity not known
-	a.giveBack("o", false, 1, 2, 9, time.Minute)
-	require.EqualValues(t, 7, expired.token, "holds past their validity")
-	require.EqualValues(t, 8, unknown.token, "holds of unknown validity")
+	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now())
+	older := func(owner string, validTo time.Time) *undoStep {
+		u := a.giveBack(owner, false, 1, 1, time.Now().Add(-time.Minute).UnixMicro(), time.Minute)
+		u.validTo = validTo
+		return u
+	}
+	expired := older("e", time.Now().Add(-time.Millisecond))
+	unknown := older("u", time.Time{})
+	inTime := older("i", time.Now().Add(time.Minute))
+	ranAfter := older("a", time.Now().Add(time.Minute))
+	was := map[*undoStep]int64{expired: expired.token, unknown: unknown.token, ranAfter: ranAfter.token}
+	now := time.Now().UnixMicro() // the newer grant ran now
+	for _, o := range []string{"e", "u", "i"} {
+		a.giveBack(o, false, 1, 2, now, time.Minute)
+	}
+	a.giveBack("a", false, 1, 2, time.Now().Add(time.Hour).UnixMicro(), time.Minute)
+	require.Equal(t, was[expired], expired.token, "holds past their validity")
+	require.Equal(t, was[unknown], unknown.token, "holds of unknown validity")
+	require.Equal(t, now, inTime.token, "holds still valid when the newer grant ran (RT30-1)")
+	require.Equal(t, was[ranAfter], ranAfter.token, "a newer grant that ran after their validity (RT29-2)")
 
 	own := a.env.RuntimeID + ":1"
-	older := a.giveBack(own, false, 1, 1, 7, time.Minute)
+	ownOlder := a.giveBack(own, false, 1, 1, 7, time.Minute)
 	a.giveBack(own, false, 1, 2, 9, time.Minute)
-	require.EqualValues(t, 9, older.token, "an id of the runtime's own")
+	require.EqualValues(t, 9, ownOlder.token, "an id of the runtime's own")
 }
 
 // A give-back out when a newer one was queued finds the newer one's hold

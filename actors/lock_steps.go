@@ -613,8 +613,8 @@ type undoStep struct {
 	readTokens []int64
 	giveUpAt   time.Time
 	// validTo: until when its holds were surely in Redis (zero: not
-	// known), so that a newer sight of a WithOwner id before it is of
-	// them, and its token theirs (giveBack).
+	// known): a newer grant of a WithOwner id that ran before it re-entered
+	// them, and its token is theirs (giveBack).
 	validTo time.Time
 	seq     uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
 

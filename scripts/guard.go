@@ -87,7 +87,7 @@ func guardedInts(ctx context.Context, c Client, s script, g Guard, name string, 
 	if err != nil || len(v) < 2 {
 		return nil, fmt.Errorf("scripts: unexpected guarded reply %v", res)
 	}
-	g.Clock.observe(v[len(v)-1], time.Now())
+	g.Clock.Observe(v[len(v)-1], time.Now())
 	v = v[:len(v)-1]
 	switch {
 	case v[0] == lateReply && g.Settle:
@@ -129,11 +129,11 @@ type Clock struct {
 	offset, at atomic.Int64
 }
 
-// observe takes a reading: serverUs as the server read it, local when the
+// Observe takes a reading: serverUs as the server read it, local when the
 // reply arrived. A higher reading is closer to the truth; a lower one
 // replaces the estimate only once it is a few seconds old, so the estimate
 // follows a server whose clock went back (a failover to another machine).
-func (c *Clock) observe(serverUs int64, local time.Time) {
+func (c *Clock) Observe(serverUs int64, local time.Time) {
 	if c == nil {
 		return
 	}
@@ -167,7 +167,7 @@ func (c *Clock) learn(ctx context.Context, rdb Client) error {
 	if err := rdb.Process(lctx, cmd); err != nil {
 		return fmt.Errorf("%w: reading the server's clock first: %w", ErrNotRun, err)
 	}
-	c.observe(cmd.Val().UnixMicro(), time.Now())
+	c.Observe(cmd.Val().UnixMicro(), time.Now())
 	return nil
 }
 
@@ -203,6 +203,14 @@ func (c *Clock) serverTime(t time.Time) string {
 		return ""
 	}
 	return strconv.FormatInt(t.UnixMicro()+c.offset.Load(), 10)
+}
+
+// IssuedBefore reports whether a fencing token (the server's clock in µs
+// when its grant ran, or more: reentrant.lua's next_token) shows that its
+// grant ran before local time t, by the estimate of the server's clock,
+// which errs towards false; false when the clock is unknown.
+func (c *Clock) IssuedBefore(token int64, t time.Time) bool {
+	return c.Known() && token < t.UnixMicro()+c.offset.Load()
 }
 
 // Known reports whether the clock has learnt the server's time.
