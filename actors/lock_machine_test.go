@@ -348,7 +348,7 @@ func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
 	retrying.validTo, settling.validTo = time.Now().Add(time.Minute), time.Now().Add(time.Minute)
 	a.steps = []step{&settleStep{done: &stepDone{step: settling}}}
 	a.runLater(time.Hour, retrying)
-	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now())
+	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now(), time.Now())
 	newer := time.Now().UnixMicro() // a grant that ran now, while their holds are valid
 	a.giveBack("o", false, 1, 2, newer, time.Minute)
 	require.EqualValues(t, newer, retrying.token, "a give-back waiting to be retried")
@@ -364,7 +364,7 @@ func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
 // runtime made has no other holder.
 func TestLockMachineNewerGiveBackKeepsItsTokenFromExpiredHolds(t *testing.T) {
 	a := newMachine(t).unspawned()
-	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now())
+	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now(), time.Now())
 	older := func(owner string, validTo time.Time) *undoStep {
 		u := a.giveBack(owner, false, 1, 1, time.Now().Add(-time.Minute).UnixMicro(), time.Minute)
 		u.validTo = validTo

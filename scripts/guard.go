@@ -79,6 +79,7 @@ func guardedInts(ctx context.Context, c Client, s script, g Guard, name string, 
 	if err := g.Clock.learn(ctx, c); err != nil {
 		return nil, err
 	}
+	sent := time.Now()
 	res, err := s.evalOnce(ctx, c, g.keys(name, keys...), g.args(ctx, args...)...)
 	if err != nil {
 		return nil, err
@@ -87,7 +88,7 @@ func guardedInts(ctx context.Context, c Client, s script, g Guard, name string, 
 	if err != nil || len(v) < 2 {
 		return nil, fmt.Errorf("scripts: unexpected guarded reply %v", res)
 	}
-	g.Clock.Observe(v[len(v)-1], time.Now())
+	g.Clock.Observe(v[len(v)-1], sent, time.Now())
 	v = v[:len(v)-1]
 	switch {
 	case v[0] == lateReply && g.Settle:
@@ -119,9 +120,9 @@ const (
 // server's time that every guarded reply carries: the offset from the
 // local clock, in microseconds. A reading taken when the reply arrives is
 // at most the true offset (the server read its clock before), so the
-// estimate errs towards refusing an attempt early, never late; Slack
-// covers that and servers whose clocks differ a little (a cluster, a
-// failover).
+// estimate errs towards refusing an attempt early, never late, and towards
+// placing a grant later than it ran (IssuedBefore); Slack covers that and
+// servers whose clocks differ a little (a cluster, a failover).
 type Clock struct {
 	Slack time.Duration
 	// offset and at pack the estimate and when it was taken (unix µs); at
@@ -129,23 +130,24 @@ type Clock struct {
 	offset, at atomic.Int64
 }
 
-// Observe takes a reading: serverUs as the server read it, local when the
-// reply arrived. A higher reading is closer to the truth; a lower one
-// replaces the estimate only once it is a few seconds old, so the estimate
-// follows a server whose clock went back (a failover to another machine).
-func (c *Clock) Observe(serverUs int64, local time.Time) {
+// Observe takes a reading: serverUs as the server read it, sometime
+// between sent (when the call left) and local (when its reply arrived), so
+// the true offset lies between serverUs - local and serverUs - sent. A
+// higher low end is closer to the truth. The estimate goes down only when
+// even the high end is below it: the server's clock went back (a failover
+// to another machine). A reply that was merely late (its low end far
+// below) moves nothing: taken at its low end, it would place grants later
+// than they ran (RT31-1).
+func (c *Clock) Observe(serverUs int64, sent, local time.Time) {
 	if c == nil {
 		return
 	}
-	now := local.UnixMicro()
-	reading := serverUs - now
-	if at := c.at.Load(); at == 0 || reading > c.offset.Load() || now-at > clockRefresh.Microseconds() {
-		c.offset.Store(reading)
-		c.at.Store(now)
+	low, high := serverUs-local.UnixMicro(), serverUs-sent.UnixMicro()
+	if c.at.Load() == 0 || low > c.offset.Load() || high < c.offset.Load() {
+		c.offset.Store(low)
+		c.at.Store(local.UnixMicro())
 	}
 }
-
-const clockRefresh = 5 * time.Second
 
 // learn reads the server's clock (TIME) if nothing was learnt yet, so that
 // a runtime's very first guarded calls carry a deadline too: without one,
@@ -164,10 +166,11 @@ func (c *Clock) learn(ctx context.Context, rdb Client) error {
 		defer cancel()
 	}
 	cmd := redis.NewTimeCmd(lctx, "time")
+	sent := time.Now()
 	if err := rdb.Process(lctx, cmd); err != nil {
 		return fmt.Errorf("%w: reading the server's clock first: %w", ErrNotRun, err)
 	}
-	c.Observe(cmd.Val().UnixMicro(), time.Now())
+	c.Observe(cmd.Val().UnixMicro(), sent, time.Now())
 	return nil
 }
 
