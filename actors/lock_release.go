@@ -343,7 +343,14 @@ const yieldWindow = 2 * time.Millisecond
 // Each run is a request of its own (guardFor): the last one is known to
 // have done nothing, so nothing can act twice.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
-	if h != nil && s.grant != nil && errors.Is(err, scripts.ErrNotRun) && since() >= h.uncut() {
+	switch {
+	case s.grant != nil && s.grant.ended != nil && !s.told:
+		// Its acquisition ended meanwhile (at its validity, say, which a
+		// release refused as past it outlived): that is the answer, as a
+		// retry would give it (start).
+		s.answer(endedRelease(s.grant.ended))
+		s.replies, s.told = nil, true
+	case h != nil && s.grant != nil && errors.Is(err, scripts.ErrNotRun) && since() >= h.uncut():
 		// Refused on arrival as past its hold's validity (releaseStep.call):
 		// the hold may have expired in Redis; it is lost, and given back
 		// by compare-and-release once its validity is looked at below.

@@ -413,11 +413,12 @@ func (f *faults) trace(cmds []redis.Cmder, sent time.Time) {
 		if len(names) == 0 {
 			continue
 		}
-		out := "ok"
+		out := c.String() // the command and its reply: "args: reply"
+		if i := strings.LastIndex(out, ": "); i >= 0 {
+			out = out[i+2:]
+		}
 		if err := c.Err(); err != nil {
 			out = err.Error()
-		} else if cmd, ok := c.(*redis.Cmd); ok {
-			out = fmt.Sprint(cmd.Val())
 		}
 		if len(out) > 120 {
 			out = out[:120] + "…"
