@@ -344,10 +344,11 @@ const yieldWindow = 2 * time.Millisecond
 // have done nothing, so nothing can act twice.
 func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 	switch {
-	case s.grant != nil && s.grant.ended != nil && !s.told:
+	case s.grant != nil && s.grant.ended != nil:
 		// Its acquisition ended meanwhile (at its validity, say, which a
-		// release refused as past it outlived): that is the answer, as a
-		// retry would give it (start).
+		// release refused as past it outlived): that is the answer to every
+		// caller still waiting, an Unlock that joined it after it was told
+		// a failure too (RT33-1), as a retry would give it (start).
 		s.answer(endedRelease(s.grant.ended))
 		s.replies, s.told = nil, true
 	case h != nil && s.grant != nil && errors.Is(err, scripts.ErrNotRun) && since() >= h.uncut():
