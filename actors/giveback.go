@@ -142,11 +142,14 @@ func (a *lockActor) giveBackHold(h *hold) {
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
 	// A read give-back checks its own key's token (rw_read_unlock.lua),
-	// not the counter: it neither takes a newer give-back's token nor
-	// hands its own on.
+	// not the counter: it takes no newer token. But a read's grant moves
+	// the counter as a write's does: its known token goes to the owner's
+	// older write give-backs, or a late read under a lost write left the
+	// write's give-back refused and the write in Redis for the read's
+	// lease (RT35-1).
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for u := range a.undos {
-		if u.owner == owner && counter(u.write) && counter(write) && (a.ownID(owner) || token > 0 && a.env.Clock.IssuedBefore(token, u.validTo)) {
+		if u.owner == owner && counter(u.write) && (counter(write) || token > 0) && (a.ownID(owner) || token > 0 && a.env.Clock.IssuedBefore(token, u.validTo)) {
 			u.token = token
 		}
 	}
