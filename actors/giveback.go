@@ -81,6 +81,21 @@ func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reas
 	a.giveBackHold(h)
 }
 
+// heldUntil is, in the server's clock (µs), a time before which Redis
+// surely kept h's holds: a grant's token is the server's clock when it ran
+// (reentrant.lua's next_token; more only by a burst of grants within a
+// microsecond, which Drift covers), and neither a later grant nor a renewal
+// nor an Extend of a reentrant or fair lock shortens its lease. 0 if h has
+// no grant left. Not for the read-write lock: a read's release may set the
+// lock's expiry to its longest read key (rw_read_unlock.lua).
+func heldUntil(h *hold) int64 {
+	var until int64
+	for _, g := range h.grants {
+		until = max(until, g.token+(g.lease-Drift(g.lease)).Microseconds())
+	}
+	return until
+}
+
 // giveBackHold gives back the holds of h, which was declared lost while
 // Redis may still count them: as many as its grants here, while Redis
 // counts what was last seen. An owner id given with WithOwner may be held
@@ -114,6 +129,9 @@ func (a *lockActor) giveBackHold(h *hold) {
 		}
 		u := a.giveBack(h.owner, false, n, h.count, token, lease)
 		u.readTokens, u.validTo = keys, epoch.Add(h.validUntil())
+		if !a.fam.shares() {
+			u.heldUntil = heldUntil(h)
+		}
 	}
 	if n := h.granted(true); h.writes > 0 && n > 0 {
 		a.giveBack(h.owner, true, n, h.writes, h.token, lease).validTo = epoch.Add(h.validUntil())
@@ -149,7 +167,7 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// lease (RT35-1).
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for u := range a.undos {
-		if u.owner == owner && counter(u.write) && (counter(write) || token > 0) && (a.ownID(owner) || token > 0 && a.env.Clock.IssuedBefore(token, u.validTo)) {
+		if u.owner == owner && counter(u.write) && (counter(write) || token > 0) && (a.ownID(owner) || token > 0 && (a.env.Clock.IssuedBefore(token, u.validTo) || token < u.heldUntil)) {
 			u.token = token
 		}
 	}

@@ -613,10 +613,14 @@ type undoStep struct {
 	readTokens []int64
 	giveUpAt   time.Time
 	// validTo: until when its holds were surely in Redis (zero: not
-	// known): a newer grant of a WithOwner id that ran before it re-entered
-	// them, and its token is theirs (giveBack).
-	validTo time.Time
-	seq     uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
+	// known), and heldUntil the same in the server's clock (µs, 0: not
+	// known, heldUntil in giveback.go): a newer grant of a WithOwner id
+	// that ran before either re-entered them, and its token is theirs
+	// (giveBack). heldUntil also counts the time their grant took to reach
+	// Redis, which validTo, counted from its sending, cannot (RT34-1).
+	validTo   time.Time
+	heldUntil int64
+	seq       uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
 
 	unlock scripts.Unlock // outcome
 }

@@ -1,9 +1,4 @@
-//go:build opendefects
-
 package tests
-
-// An open defect's reproduction (RT34-1): it fails on the current code.
-// Run it with -tags opendefects.
 
 import (
 	"testing"
@@ -37,9 +32,8 @@ import (
 // (count 1); the lost hold's (count 1, T1) meets the counter at T2, is
 // refused and dropped: X's count 1 stays in Redis for the re-entry's
 // watchdog lease (30 s), ten times the hold's own 3 s, held by nobody,
-// and X's next acquisition re-enters it (docs/guarantees.md, under
-// "A lost hold is given back": "it never re-enters the lost one", and the
-// one exception it names, this defect, open). Before b26529f the
+// and X's next acquisition re-enters it (docs/guarantees.md, "A lost hold is given back":
+// "it never re-enters the lost one"). Before b26529f the
 // token was handed, and the hold given back.
 //
 // Here X's outer acquisition (3 s LeaseTime) reaches Redis 1 s late: its

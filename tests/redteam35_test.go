@@ -14,8 +14,8 @@ import (
 // The thirty-fifth red-team pass, over a fix tried for RT34-1 and dropped
 // for what RT35-2 shows (Grant.Prior: a newer give-back's token would go to
 // a WithOwner id's older give-backs when its grant's prior counter is their
-// token); RT34-1 stays open, the exception docs/guarantees.md names under
-// "A lost hold is given back".
+// token); RT34-1 is fixed by a bound in the server's clock instead
+// (heldUntil, actors/giveback.go).
 
 // RT35-1 (liveness, "A lost hold is given back" broken; runtime-made ids
 // too): giveBack hands a newer sight's token only between counter sides
