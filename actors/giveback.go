@@ -85,7 +85,9 @@ func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reas
 // surely kept h's holds: a grant's token is the server's clock when it ran
 // (reentrant.lua's next_token; more only by a burst of grants within a
 // microsecond, which Drift covers), and neither a later grant nor a renewal
-// nor an Extend of a reentrant or fair lock shortens its lease. 0 if h has
+// nor an Extend of a reentrant or fair lock shortens its lease (ours do
+// not: Redisson's RLock does, which RT36-1's advice already rules out for
+// a shared WithOwner id). 0 if h has
 // no grant left. Not for the read-write lock: a read's release may set the
 // lock's expiry to its longest read key (rw_read_unlock.lua).
 func heldUntil(h *hold) int64 {
