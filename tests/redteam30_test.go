@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -46,6 +48,17 @@ func TestRedTeam30LateReentryStrandsALostHoldOfAWithOwnerID(t *testing.T) {
 	// The re-entry runs in Redis at once; its reply comes 1.3 s late, after
 	// the outer hold's validity (within its call's 3 s).
 	late := p.on(1, delayReply, 1300*time.Millisecond, func(c respCommand) bool { return isGuardedAcquire(c, name, owner) && !settling(c) })
+	reentryOutlivesItsOuterHold(t, ctx, l1, outer, late)
+	time.Sleep(500 * time.Millisecond) // the give-backs run
+	// Nobody holds X here.
+	lostHoldIsGivenBack(t, ctx, direct, other, l1, name, owner)
+}
+
+// reentryOutlivesItsOuterHold re-enters through l1 (TryAcquire, the
+// watchdog's lease) while late holds the re-entry's script or reply back,
+// and waits for the outer hold to end (lost at its validity) and for the
+// re-entry's answer, which it unlocks if granted.
+func reentryOutlivesItsOuterHold(t *testing.T, ctx context.Context, l1 *actorlock.Lock, outer *actorlock.Held, late *proxyRule) {
 	reentered := make(chan gotHold, 1)
 	go func() {
 		h, err := l1.TryAcquire(ctx) // the watchdog's lease
@@ -55,16 +68,20 @@ func TestRedTeam30LateReentryStrandsALostHoldOfAWithOwnerID(t *testing.T) {
 	select {
 	case <-outer.Done():
 	case <-time.After(2 * time.Second):
-		t.Fatal("the outer hold's Done stays open past its lease")
+		t.Fatal("the outer hold's Done stays open past its validity")
 	}
 	got := await(t, reentered, 3*time.Second, "the re-entry's answer")
 	t.Logf("the re-entry: %v", got.err)
 	if got.err == nil {
 		require.NoError(t, got.h.Unlock(ctx))
 	}
-	time.Sleep(500 * time.Millisecond) // the give-backs run
+}
+
+// lostHoldIsGivenBack: once the give-backs of owner's lost hold and of its
+// late re-entry ran, nothing of owner is left: its next acquisition (l1)
+// starts a fresh hold, and after its Unlock another owner gets the lock.
+func lostHoldIsGivenBack(t *testing.T, ctx context.Context, direct *redis.Client, other *actorlock.Runtime, l1 *actorlock.Lock, name, owner string) {
 	t.Logf("Redis after the give-backs: %v (PTTL %v)", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
-	// Nobody holds X here: X's next acquisition starts a fresh hold.
 	again, err := l1.Acquire(ctx, actorlock.WaitTime(5*time.Second))
 	require.NoError(t, err)
 	t.Logf("X again: Redis %v", direct.HGetAll(ctx, name).Val())

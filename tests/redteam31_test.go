@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
@@ -47,32 +46,7 @@ func TestRedTeam31DelayedReplyLowersTheClockAndStrandsALostHold(t *testing.T) {
 	// No guarded reply for 5.2 s: the clock estimate is over 5 s old.
 	time.Sleep(5200 * time.Millisecond)
 	late := p.on(1, delayReply, 1500*time.Millisecond, func(c respCommand) bool { return isGuardedAcquire(c, name, owner) && !settling(c) })
-	reentered := make(chan gotHold, 1)
-	go func() {
-		h, err := l1.TryAcquire(ctx) // the watchdog's lease
-		reentered <- gotHold{h, err}
-	}()
-	await(t, late.hits, 2*time.Second, "the re-entry, on its way")
-	select {
-	case <-outer.Done():
-	case <-time.After(2 * time.Second):
-		t.Fatal("the outer hold's Done stays open past its lease")
-	}
-	got := await(t, reentered, 3*time.Second, "the re-entry's answer")
-	t.Logf("the re-entry: %v", got.err)
-	if got.err == nil {
-		require.NoError(t, got.h.Unlock(ctx))
-	}
+	reentryOutlivesItsOuterHold(t, ctx, l1, outer, late)
 	time.Sleep(500 * time.Millisecond) // the give-backs run
-	t.Logf("Redis after the give-backs: %v (PTTL %v)", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
-	again, err := l1.Acquire(ctx, actorlock.WaitTime(5*time.Second))
-	require.NoError(t, err)
-	t.Logf("X again: Redis %v", direct.HGetAll(ctx, name).Val())
-	assert.Equal(t, "1", direct.HGet(ctx, name, owner).Val(), "X's next acquisition starts a fresh hold, never re-entering the lost one")
-	require.NoError(t, again.Unlock(ctx))
-	h, err := other.Lock(name).Acquire(ctx, actorlock.WaitTime(2*time.Second))
-	if err == nil {
-		_ = h.Unlock(ctx)
-	}
-	require.NoError(t, err, "another owner, after X's only Held was unlocked (Redis: %v, PTTL %v)", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
+	lostHoldIsGivenBack(t, ctx, direct, other, l1, name, owner)
 }

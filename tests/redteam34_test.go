@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
@@ -80,17 +79,7 @@ func TestRedTeam34ReentryAfterTheLocalValidityStrandsTheLostHold(t *testing.T) {
 		_, argv, _ := (<-undos.ran).script()
 		t.Logf("give-back run: holds %s, expecting count %s and token %s (outer's token %d)", argv[1], argv[3], argv[4], outer.Token())
 	}
-	t.Logf("Redis after the give-backs: %v (PTTL %v)", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
 	// The outer hold's 3 s lease ended in Redis at +4 s; the re-entry was
 	// given back: nothing of X is left.
-	again, err := l1.Acquire(ctx, actorlock.WaitTime(5*time.Second))
-	require.NoError(t, err)
-	t.Logf("X again: Redis %v", direct.HGetAll(ctx, name).Val())
-	assert.Equal(t, "1", direct.HGet(ctx, name, owner).Val(), "X's next acquisition starts a fresh hold, never re-entering the lost one")
-	require.NoError(t, again.Unlock(ctx))
-	h, err := other.Lock(name).Acquire(ctx, actorlock.WaitTime(2*time.Second))
-	if err == nil {
-		_ = h.Unlock(ctx)
-	}
-	require.NoError(t, err, "another owner, after X's only Held was unlocked (Redis: %v, PTTL %v)", direct.HGetAll(ctx, name).Val(), direct.PTTL(ctx, name).Val())
+	lostHoldIsGivenBack(t, ctx, direct, other, l1, name, owner)
 }
