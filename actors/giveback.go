@@ -87,8 +87,8 @@ func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reas
 // microsecond, which Drift covers), and neither a later grant nor a renewal
 // nor an Extend of a reentrant or fair lock shortens its lease (ours do
 // not: Redisson's RLock does, which RT36-1's advice already rules out for
-// a shared WithOwner id). 0 if h has
-// no grant left. Not for the read-write lock: a read's release may set the
+// a shared WithOwner id). 0 if h has no grant left. Not for the read-write
+// lock: a read's release may set the
 // lock's expiry to its longest read key (rw_read_unlock.lua).
 func heldUntil(h *hold) int64 {
 	var until int64
@@ -169,7 +169,7 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	// lease (RT35-1).
 	counter := func(write bool) bool { return write || !a.fam.shares() }
 	for u := range a.undos {
-		if u.owner == owner && counter(u.write) && (counter(write) || token > 0) && (a.ownID(owner) || token > 0 && (a.env.Clock.IssuedBefore(token, u.validTo) || token < u.heldUntil)) {
+		if u.owner == owner && counter(u.write) && (counter(write) || token > 0) && a.reenteredBy(u, token) {
 			u.token = token
 		}
 	}
@@ -177,6 +177,18 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 	u := &undoStep{owner: owner, write: write, holds: holds, ifCount: ifCount, token: token, giveUpAt: time.Now().Add(lease + a.env.CallTimeout), seq: a.undoSeq}
 	a.first(u)
 	return u
+}
+
+// reenteredBy reports whether the grant whose fencing token is token (0:
+// unknown) re-entered the holds give-back u undoes, so that the counter
+// reading token is theirs: any grant of an owner id this runtime made,
+// which nobody else holds; for a WithOwner id, a grant that ran while they
+// were surely in Redis, by the local validity or the server's clock.
+func (a *lockActor) reenteredBy(u *undoStep, token int64) bool {
+	if a.ownID(u.owner) {
+		return true
+	}
+	return token > 0 && (a.env.Clock.IssuedBefore(token, u.validTo) || token < u.heldUntil)
 }
 
 // giveBackUnknown gives back the one hold an attempt (or hand-off) of

@@ -349,8 +349,7 @@ func (a *lockActor) releaseFailed(s *releaseStep, h *hold, err error) {
 		// release refused as past it outlived): that is the answer to every
 		// caller still waiting, an Unlock that joined it after it was told
 		// a failure too (RT33-1), as a retry would give it (start).
-		s.answer(endedRelease(s.grant.ended))
-		s.replies, s.told = nil, true
+		s.tell(endedRelease(s.grant.ended))
 	case h != nil && s.grant != nil && errors.Is(err, scripts.ErrNotRun) && since() >= h.uncut():
 		// Refused on arrival as past its hold's validity (releaseStep.call):
 		// the hold may have expired in Redis; it is lost, and given back

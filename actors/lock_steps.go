@@ -445,9 +445,15 @@ func (s *releaseStep) answer(res ReleaseResult) {
 // its outcome.
 func (s *releaseStep) fail(a *lockActor, err error) {
 	if !s.told {
-		s.answer(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
-		s.replies, s.told = nil, true
+		s.tell(ReleaseResult{Err: sentinel.Op("unlock", a.key.Name, err)})
 	}
+}
+
+// tell answers every caller still waiting with res: an Unlock called
+// again from now on joins the release and hears its outcome.
+func (s *releaseStep) tell(res ReleaseResult) {
+	s.answer(res)
+	s.replies, s.told = nil, true
 }
 
 // closed answers every caller of s still waiting, those that joined it
@@ -458,8 +464,7 @@ func (s *releaseStep) closed(a *lockActor, why string) {
 	if g := s.grant; g != nil && g.ended != nil {
 		res = endedRelease(g.ended)
 	}
-	s.answer(res)
-	s.replies, s.told = nil, true
+	s.tell(res)
 }
 
 // releaseIn is the release s runs or settles, if any.
