@@ -13,6 +13,7 @@ import (
 	"github.com/actorlock/actorlock/internal/ext"
 	"github.com/actorlock/actorlock/internal/mutant"
 	"github.com/actorlock/actorlock/observe"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // Option configures a Runtime.
@@ -331,6 +332,8 @@ func WithOwner(id string) LockOption {
 			c.err = fmt.Errorf("%w: empty owner", ErrInvalidArgument)
 		case len(id) > maxOwnerBytes:
 			c.err = fmt.Errorf("%w: owner of %d bytes exceeds %d", ErrInvalidArgument, len(id), maxOwnerBytes)
+		case id == scripts.HoldMarkField || id == "mode":
+			c.err = fmt.Errorf("%w: owner %q is a field name the lock keeps for itself", ErrInvalidArgument, id)
 		}
 		c.owner = id
 	}

@@ -29,7 +29,7 @@ func (m *Extend) lockKey() LockKey { return m.Key }
 type extendDone struct {
 	m      *Extend
 	count  int64 // the owner's hold count when the script was sent
-	token  int64 // and the fencing token of its newest grant
+	mark   int64 // and what a give-back of them checks (hold.mark)
 	ours   int64 // and how many of those holds this runtime granted
 	sentAt time.Time
 	held   bool
@@ -67,10 +67,10 @@ func (a *lockActor) extend(m *Extend) {
 		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; this hold is renewed by the watchdog", ErrInvalidArgument)
 		return
 	}
-	name, rdb, count, token, ours := a.key.Name, a.env.Redis, h.count, h.token, h.granted(false)
+	name, rdb, count, mark, ours := a.key.Name, a.env.Redis, h.count, h.mark, h.granted(false)
 	a.extending++
 	a.env.goCall(a.self, func(ctx context.Context) any {
-		d := &extendDone{m: m, count: count, token: token, ours: ours, sentAt: time.Now()}
+		d := &extendDone{m: m, count: count, mark: mark, ours: ours, sentAt: time.Now()}
 		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
 		return d
 	})
@@ -103,11 +103,11 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 			// grants, not what the owner id holds through other runtimes;
 			// unless a drain (Close) releases them already, or the hold's
 			// own give-back (abandonHold) is still out: it gives them
-			// back on a newer sight of the owner's count and token than
+			// back on a newer sight of the owner's count than
 			// this script's, which queued after it would pass for the
 			// newest (RT23-3); it is now tried for as long as this
 			// extension keeps them (RT25-2).
-			a.giveBack(d.m.Owner, false, d.ours, d.count, d.token, d.m.Lease)
+			a.giveBack(d.m.Owner, false, d.ours, d.count, d.mark, d.m.Lease)
 		}
 		d.m.Reply <- lostError("the hold ended during this extension")
 	case !d.held:

@@ -23,10 +23,15 @@ import (
 // without a confirmed renewal (a renewal still in flight may land after
 // that and give it a fresh lease). Left alone, each keeps the name from
 // everyone for up to a lease. Each is given back with a compare-and-release:
-// only while Redis counts exactly the holds we knew of, so a newer hold of
-// the same owner (a Redisson thread whose id a handle borrowed, another
-// process) is never touched. The release is retried while it does not run,
-// until the hold would have expired anyway.
+// only while Redis counts exactly the holds we knew of, and they are still
+// the same holds: for a reentrant or fair lock, they carry the mark our
+// grant that began them wrote (scripts.Grant.Mark), which their re-entries
+// keep and nothing else writes; for a write, the fencing counter still
+// holds the token last seen. So a newer hold of the same owner (a Redisson
+// thread whose id a handle borrowed, another process), taken once ours
+// were gone, is never touched, however late the give-back lands. The
+// release is retried while it does not run, until the hold would have
+// expired anyway.
 //
 // The same compare-and-release undoes a grant whose caller is gone, and a
 // hand-off whose waiter gave up.
@@ -51,7 +56,7 @@ import (
 // long it still has), or while a give-back of its owner was out. r goes on
 // waiting if it may, or fails.
 func (a *lockActor) giveBackGrant(ctx actor.Context, r *request, g scripts.Grant, why string) {
-	a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Token, r.leaseOr(a.env.Watchdog))
+	a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Mark, r.leaseOr(a.env.Watchdog))
 	waits := !r.tryOnce && (r.deadline.IsZero() || time.Now().Before(r.deadline))
 	if waits && r.enqueued && a.queue.queued(r) && g.HoldCount == 1 {
 		// A fair waiter's grant took its place at the head of the queue:
@@ -81,23 +86,6 @@ func (a *lockActor) abandonHold(ctx actor.Context, h *hold, why LossReason, reas
 	a.giveBackHold(h)
 }
 
-// heldUntil is, in the server's clock (µs), a time before which Redis
-// surely kept h's holds: a grant's token is the server's clock when it ran
-// (reentrant.lua's next_token; more only by a burst of grants within a
-// microsecond, which Drift covers), and neither a later grant nor a renewal
-// nor an Extend of a reentrant or fair lock shortens its lease (ours do
-// not: Redisson's RLock does, which RT36-1's advice already rules out for
-// a shared WithOwner id). 0 if h has no grant left. Not for the read-write
-// lock: a read's release may set the
-// lock's expiry to its longest read key (rw_read_unlock.lua).
-func heldUntil(h *hold) int64 {
-	var until int64
-	for _, g := range h.grants {
-		until = max(until, g.token+(g.lease-Drift(g.lease)).Microseconds())
-	}
-	return until
-}
-
 // giveBackHold gives back the holds of h, which was declared lost while
 // Redis may still count them: as many as its grants here, while Redis
 // counts what was last seen. An owner id given with WithOwner may be held
@@ -111,7 +99,7 @@ func (a *lockActor) giveBackHold(h *hold) {
 		}
 	}
 	if n := h.granted(false); h.count > 0 && n > 0 {
-		token := h.token
+		token := h.mark
 		var keys []int64
 		if a.fam.shares() {
 			// The give-back checks the owner's newest read-hold key: ours,
@@ -131,26 +119,28 @@ func (a *lockActor) giveBackHold(h *hold) {
 		}
 		u := a.giveBack(h.owner, false, n, h.count, token, lease)
 		u.readTokens, u.validTo = keys, epoch.Add(h.validUntil())
-		if !a.fam.shares() {
-			u.heldUntil = heldUntil(h)
-		}
 	}
 	if n := h.granted(true); h.writes > 0 && n > 0 {
-		a.giveBack(h.owner, true, n, h.writes, h.token, lease).validTo = epoch.Add(h.validUntil())
+		a.giveBack(h.owner, true, n, h.writes, h.mark, lease).validTo = epoch.Add(h.validUntil())
 	}
 }
 
 // giveBack queues, before anything else, the release of holds of owner
 // (write: a read-write lock's write holds) if Redis still counts exactly
-// ifCount of them and, when token is known (> 0), the fencing counter
-// still holds it: no grant came since, not even of the same owner id held
-// through another runtime (WithOwner, a restart), whose holds Redis counts
-// with ours. lease bounds how long it is retried: by then the holds have
-// expired anyway. Give-backs run newest first (first; and however they wait,
-// in the order runsBefore gives: by the count they expect): each is queued on a
-// newer sight of the owner's count and counter, so the one before it finds
-// what it expects once the newer has run; the counter does not go back, so
-// the older ones expect the newer's token. A WithOwner id's older ones take
+// ifCount of them and, when token is known (> 0), they are still the holds
+// it names (scripts.Grant.Mark): not a fresh hold of the same owner id taken
+// through another runtime or by a Redisson thread once ours were gone,
+// whose holds Redis counts with ours. lease bounds how long it is retried:
+// by then the holds have expired anyway. Give-backs run newest first
+// (first; and however they wait, in the order runsBefore gives: by the
+// count they expect): each is queued on a newer sight of the owner's
+// count, so the one before it finds what it expects once the newer has
+// run. A reentrant or fair lock's give-backs of one run of holds share its
+// mark, whatever re-entered it since. A write's check is the fencing
+// counter, which every newer grant moves: the older write give-backs
+// expect the newer's token (a read's grant moves it too, or a late read
+// under a lost write left the write's give-back refused, the write in
+// Redis for the read's lease: RT35-1). A WithOwner id's older ones take
 // it only if it is known (> 0) and its grant ran while their holds were
 // surely in Redis (before validTo, as the token, the server's clock at the
 // grant, shows): else it may have been a grant of a fresh hold of the id
@@ -161,16 +151,11 @@ func (a *lockActor) giveBackHold(h *hold) {
 // expired).
 func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int64, lease time.Duration) *undoStep {
 	a.settle(owner)
-	// A read give-back checks its own key's token (rw_read_unlock.lua),
-	// not the counter: it takes no newer token. But a read's grant moves
-	// the counter as a write's does: its known token goes to the owner's
-	// older write give-backs, or a late read under a lost write left the
-	// write's give-back refused and the write in Redis for the read's
-	// lease (RT35-1).
-	counter := func(write bool) bool { return write || !a.fam.shares() }
-	for u := range a.undos {
-		if u.owner == owner && counter(u.write) && (counter(write) || token > 0) && a.reenteredBy(u, token) {
-			u.token = token
+	if a.fam.shares() {
+		for u := range a.undos {
+			if u.owner == owner && u.write && (write || token > 0) && a.reenteredBy(u, token) {
+				u.token = token
+			}
 		}
 	}
 	a.undoSeq++
@@ -180,15 +165,12 @@ func (a *lockActor) giveBack(owner string, write bool, holds, ifCount, token int
 }
 
 // reenteredBy reports whether the grant whose fencing token is token (0:
-// unknown) re-entered the holds give-back u undoes, so that the counter
-// reading token is theirs: any grant of an owner id this runtime made,
-// which nobody else holds; for a WithOwner id, a grant that ran while they
-// were surely in Redis, by the local validity or the server's clock.
+// unknown) came while the write holds give-back u undoes were in Redis, so
+// that the counter reading token is theirs: any grant of an owner id this
+// runtime made, which nobody else holds; for a WithOwner id, a grant that
+// ran while they were surely in Redis, by their local validity.
 func (a *lockActor) reenteredBy(u *undoStep, token int64) bool {
-	if a.ownID(u.owner) {
-		return true
-	}
-	return token > 0 && (a.env.Clock.IssuedBefore(token, u.validTo) || token < u.heldUntil)
+	return a.ownID(u.owner) || token > 0 && a.env.Clock.IssuedBefore(token, u.validTo)
 }
 
 // giveBackUnknown gives back the one hold an attempt (or hand-off) of

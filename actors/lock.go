@@ -517,12 +517,12 @@ func (a *lockActor) attempted(ctx actor.Context, s *attemptStep, d *stepDone) {
 	}
 	g := s.grant
 	if g.Acquired {
-		if h := a.holds.get(r.owner); h != nil {
-			h.token = g.Token // even if undone below: the counter moved
-		}
 		a.endIfGone(ctx, r, g, s.other)
+		if h := a.holds.get(r.owner); h != nil {
+			h.mark = g.Mark // even if undone below: a write's counter moved
+		}
 		if r.answered {
-			a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Token, r.leaseOr(a.env.Watchdog))
+			a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Mark, r.leaseOr(a.env.Watchdog))
 			return
 		}
 		if a.settlingFor(r.owner) && !mutant.On(10) {
@@ -637,12 +637,15 @@ func (a *lockActor) requeue(r *request) {
 
 // endIfGone ends the hold of r's owner as lost when grant g shows that its
 // holds were gone from Redis (deleted, or expired before the watchdog
-// noticed) before g started a fresh hold: g counts no more than the
-// holds known (a re-entry finding the lock gone), or (a read-write lock)
-// fewer holds of the other side than other, as the owner had when the
-// attempt started (-1: unknown). Whatever then becomes of g (granted, or
-// given back because its caller is gone), the old hold is not kept: its
-// renewal, finding g's hold, would keep it for ever.
+// noticed) before g started a fresh hold: g carries another mark than
+// theirs (reentrant and fair locks: it began the holds it re-entered, or
+// re-entered those of the owner id taken afresh through another runtime or
+// by a Redisson thread), or g counts no more than the holds known (a
+// re-entry finding the lock gone), or (a read-write lock) fewer holds of
+// the other side than other, as the owner had when the attempt started
+// (-1: unknown). Whatever then becomes of g (granted, or given back because
+// its caller is gone), the old hold is not kept: its renewal, finding g's
+// hold, would keep it for ever.
 func (a *lockActor) endIfGone(ctx actor.Context, r *request, g scripts.Grant, other int64) {
 	h := a.holds.get(r.owner)
 	if h == nil || mutant.On(2) {
@@ -654,7 +657,7 @@ func (a *lockActor) endIfGone(ctx actor.Context, r *request, g scripts.Grant, ot
 	// through other runtimes too, whose releases lower the count: only a
 	// grant that found no lock at all tells then.
 	own := strings.HasPrefix(r.owner, a.env.RuntimeID+":") || mutant.On(15)
-	if g.Fresh || own && (g.HoldCount <= h.counted(r.write()) || (g.Other >= 0 && g.Other < other)) {
+	if g.Fresh || !a.fam.shares() && g.Mark != h.mark || own && (g.HoldCount <= h.counted(r.write()) || (g.Other >= 0 && g.Other < other)) {
 		a.lost(ctx, h, LossGone, "a grant found the owner's holds gone from Redis")
 	}
 }
@@ -694,7 +697,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 		// Read hold n's key was (re)written with this lease.
 		h.reads = append(h.reads[:min(int64(len(h.reads)), g.HoldCount-1)], readKey{until: validUntil.Sub(epoch), token: g.Token, sent: sentAt.Sub(epoch)})
 	}
-	h.token = g.Token
+	h.mark = g.Mark
 	h.extend(validUntil)
 	gr := &grant{token: g.Token, watchdog: r.lease == 0, write: r.write(), lease: lease}
 	if c, ok := r.by.(*goCaller); ok {

@@ -19,10 +19,12 @@ type hold struct {
 	// lock: its read holds; writes counts its write holds).
 	count  int64
 	writes int64
-	// token is the fencing token of the owner's newest grant, which the
-	// fencing counter holds until someone is granted the lock again (a
-	// release's retry tells by it whether the owner re-entered since).
-	token      int64
+	// mark is what a give-back of the holds checks (scripts.Grant.Mark):
+	// for a reentrant or fair lock, the mark Redis keeps with them (the
+	// token of the grant that began them, which their re-entries keep); for
+	// a write, the fencing token of the owner's newest grant, which the
+	// counter holds until someone is granted the lock again.
+	mark       int64
 	grants     []*grant // acquisitions not yet released (a release under way included), oldest first
 	watchdogs  int      // grants renewed by the watchdog
 	gen        uint64   // renewal registration; 0: none

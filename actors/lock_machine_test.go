@@ -336,23 +336,43 @@ func TestLockMachineStopRunsGiveBacksNewestFirst(t *testing.T) {
 	}
 }
 
-// A give-back expects the fencing counter to read what the newest sight of
-// it read: the counter does not go back, so one queued later hands its
-// token to the older ones (giveBack). An older one waiting to be retried,
-// parked or being settled missed it, and was refused once the newer ran:
-// the hold it gave back stayed in Redis for its lease.
+// A write's give-back expects the fencing counter to read what the newest
+// sight of it read: the counter does not go back, so one queued later
+// hands its token to the older ones (giveBack). An older one waiting to be
+// retried, parked or being settled missed it, and was refused once the
+// newer ran: the hold it gave back stayed in Redis for its lease.
 func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
-	a := newMachine(t).unspawned()
-	retrying := a.giveBack("o", false, 1, 1, 7, time.Minute)
-	settling := a.giveBack("o", false, 1, 1, 8, time.Minute)
+	a := newMachine(t).unspawnedOf(messages.Kind_KIND_WRITE)
+	retrying := a.giveBack("o", true, 1, 1, 7, time.Minute)
+	settling := a.giveBack("o", true, 1, 1, 8, time.Minute)
 	retrying.validTo, settling.validTo = time.Now().Add(time.Minute), time.Now().Add(time.Minute)
 	a.steps = []step{&settleStep{done: &stepDone{step: settling}}}
 	a.runLater(time.Hour, retrying)
 	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now(), time.Now())
 	newer := time.Now().UnixMicro() // a grant that ran now, while their holds are valid
-	a.giveBack("o", false, 1, 2, newer, time.Minute)
+	a.giveBack("o", true, 1, 2, newer, time.Minute)
 	require.EqualValues(t, newer, retrying.token, "a give-back waiting to be retried")
 	require.EqualValues(t, newer, settling.token, "a give-back being settled")
+}
+
+// A reentrant or fair lock's give-backs check the mark of the holds they
+// undo, which the holds' re-entries keep: a newer give-back's mark is
+// either theirs already, or that of a fresh run of holds of the owner id
+// (taken once theirs were gone, through another runtime or by a Redisson
+// thread), which they must not touch (RT29-2, RT36-1). So they keep their
+// own, whoever queues after them and whenever its grant ran.
+func TestLockMachineExclusiveGiveBacksKeepTheirHoldsMark(t *testing.T) {
+	for _, kind := range []messages.Kind{messages.Kind_KIND_LOCK, messages.Kind_KIND_FAIR} {
+		a := newMachine(t).unspawnedOf(kind)
+		a.env.Clock.Observe(time.Now().UnixMicro(), time.Now(), time.Now())
+		for _, owner := range []string{"withowner", a.env.RuntimeID + ":1"} {
+			older := a.giveBack(owner, false, 1, 1, 7, time.Minute)
+			older.validTo = time.Now().Add(time.Minute)
+			a.giveBack(owner, false, 1, 2, time.Now().UnixMicro(), time.Minute)
+			a.giveBack(owner, false, 1, 3, 0, time.Minute) // a grant of unknown outcome
+			require.EqualValues(t, 7, older.token, "%s: %s", kind, owner)
+		}
+	}
 }
 
 // A newer grant of a WithOwner id that ran after an older give-back's
@@ -363,10 +383,10 @@ func TestLockMachineNewerGiveBackHandsItsTokenToARetryingOne(t *testing.T) {
 // token, the older one is refused and strands them (RT30-1). An id the
 // runtime made has no other holder.
 func TestLockMachineNewerGiveBackKeepsItsTokenFromExpiredHolds(t *testing.T) {
-	a := newMachine(t).unspawned()
+	a := newMachine(t).unspawnedOf(messages.Kind_KIND_WRITE)
 	a.env.Clock.Observe(time.Now().UnixMicro(), time.Now(), time.Now())
 	older := func(owner string, validTo time.Time) *undoStep {
-		u := a.giveBack(owner, false, 1, 1, time.Now().Add(-time.Minute).UnixMicro(), time.Minute)
+		u := a.giveBack(owner, true, 1, 1, time.Now().Add(-time.Minute).UnixMicro(), time.Minute)
 		u.validTo = validTo
 		return u
 	}
@@ -377,17 +397,17 @@ func TestLockMachineNewerGiveBackKeepsItsTokenFromExpiredHolds(t *testing.T) {
 	was := map[*undoStep]int64{expired: expired.token, unknown: unknown.token, ranAfter: ranAfter.token}
 	now := time.Now().UnixMicro() // the newer grant ran now
 	for _, o := range []string{"e", "u", "i"} {
-		a.giveBack(o, false, 1, 2, now, time.Minute)
+		a.giveBack(o, true, 1, 2, now, time.Minute)
 	}
-	a.giveBack("a", false, 1, 2, time.Now().Add(time.Hour).UnixMicro(), time.Minute)
+	a.giveBack("a", true, 1, 2, time.Now().Add(time.Hour).UnixMicro(), time.Minute)
 	require.Equal(t, was[expired], expired.token, "holds past their validity")
 	require.Equal(t, was[unknown], unknown.token, "holds of unknown validity")
 	require.Equal(t, now, inTime.token, "holds still valid when the newer grant ran (RT30-1)")
 	require.Equal(t, was[ranAfter], ranAfter.token, "a newer grant that ran after their validity (RT29-2)")
 
 	own := a.env.RuntimeID + ":1"
-	ownOlder := a.giveBack(own, false, 1, 1, 7, time.Minute)
-	a.giveBack(own, false, 1, 2, 9, time.Minute)
+	ownOlder := a.giveBack(own, true, 1, 1, 7, time.Minute)
+	a.giveBack(own, true, 1, 2, 9, time.Minute)
 	require.EqualValues(t, 9, ownOlder.token, "an id of the runtime's own")
 }
 
@@ -409,8 +429,11 @@ func TestLockMachineGiveBackRefusedByANewerOnesHoldRunsAgain(t *testing.T) {
 // unspawned is a lock actor of the machine's environment that no mailbox
 // runs: a test calls its methods directly. What its timers send goes to
 // an actor that drops it.
-func (m *machine) unspawned() *lockActor {
-	a := newLockActor(m.env, LockKey{Kind: messages.Kind_KIND_LOCK, Name: "n"})
+func (m *machine) unspawned() *lockActor { return m.unspawnedOf(messages.Kind_KIND_LOCK) }
+
+// unspawnedOf is unspawned for a lock of kind.
+func (m *machine) unspawnedOf(kind messages.Kind) *lockActor {
+	a := newLockActor(m.env, LockKey{Kind: kind, Name: "n"})
 	a.self = m.sys.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	return a
 }

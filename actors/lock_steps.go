@@ -610,7 +610,7 @@ type undoStep struct {
 	write   bool
 	holds   int64 // 0 means 1
 	ifCount int64
-	token   int64         // the fencing counter as it must still read (0: not checked)
+	token   int64         // what the holds must still show (hold.mark; 0: not checked)
 	keep    time.Duration // fair: the owner keeps its place at the head that long (0: no)
 	// readTokens (read give-backs of a hold) are the tokens of the owner's
 	// read-hold keys 1..ifCount: the token checked follows ifCount when a
@@ -618,14 +618,10 @@ type undoStep struct {
 	readTokens []int64
 	giveUpAt   time.Time
 	// validTo: until when its holds were surely in Redis (zero: not
-	// known), and heldUntil the same in the server's clock (µs, 0: not
-	// known, heldUntil in giveback.go): a newer grant of a WithOwner id
-	// that ran before either re-entered them, and its token is theirs
-	// (giveBack). heldUntil also counts the time their grant took to reach
-	// Redis, which validTo, counted from its sending, cannot (RT34-1).
-	validTo   time.Time
-	heldUntil int64
-	seq       uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
+	// known): a newer grant of a WithOwner id's write that ran before it
+	// re-entered them, and its token is theirs (giveBack).
+	validTo time.Time
+	seq     uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
 
 	unlock scripts.Unlock // outcome
 }

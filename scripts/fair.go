@@ -80,8 +80,8 @@ func UnlockFair(ctx context.Context, c Client, a FairUnlockArgs, g Guard) (FairU
 		return FairUnlock{}, err
 	}
 	out := FairUnlock{Unlock: u}
-	if len(v) == 5 {
-		out.Next = Grant{Acquired: true, HoldCount: v[2], Token: v[3], Fresh: v[4] == 1, Other: -1}
+	if len(v) == 6 {
+		out.Next = Grant{Acquired: true, HoldCount: v[2], Token: v[3], Fresh: v[4] == 1, Mark: v[5], Other: -1}
 	}
 	return out, nil
 }

@@ -12,7 +12,7 @@
 -- ARGV[4] fencing counter TTL ms, 0 = never expire
 -- ARGV[5] "1" to join the queue when the lock cannot be had, "0" not to
 -- ARGV[6..8] the guard's (guard.lua)
--- Returns {1, holdCount, token, fresh} when held (see grant), else {0, ttl, head, joined}:
+-- Returns {1, holdCount, token, fresh, mark} when held (see grant), else {0, ttl, head, joined}:
 -- ttl is how long before something changes for the owner without a
 -- message (see turn_hint), head 1 when the owner is the queue's head (the
 -- next to get the lock), joined 1 when this attempt put it at the back of

@@ -17,17 +17,19 @@
 -- ARGV[8] "" or a wait ms: the release gives back a grant its waiter could
 --         not use (it came back too late), and the owner keeps the place at
 --         the head of the queue that the grant took, for that long
--- ARGV[9] "" or a fencing token: act only if the counter still holds it
---         (release.lua)
+-- ARGV[9] "" or a mark: act only if the holds' mark (reentrant.lua's
+--         HOLD_MARK) is still it (release.lua)
 -- ARGV[10..12] the guard's (guard.lua)
 -- Returns {1, heard} released (heard: clients that received the message),
--- {1, 0, holdCount, token, fresh} released and granted to ARGV[5], {0} still held,
--- {-1} not the owner, {-2} count or token differs from ARGV[4], ARGV[9]
+-- {1, 0, holdCount, token, fresh, mark} released and granted to ARGV[5], {0} still held,
+-- {-1} not the owner, {-2} count or mark differs from ARGV[4], ARGV[9]
 -- (nothing done).
 return guarded(function()
   local now = now_ms()
   prune(KEYS[2], KEYS[3], now)
-  local released = release_holds(KEYS[1], ARGV[1], ARGV[2], ARGV[4], KEYS[4], ARGV[9])
+  local released = release_holds(KEYS[1], ARGV[1], ARGV[2], ARGV[4], ARGV[9], function()
+    return redis.call('hget', KEYS[1], HOLD_MARK)
+  end)
   if released ~= 1 then
     return {released}
   end
@@ -45,7 +47,7 @@ return guarded(function()
   if head == ARGV[5] then
     take_head(KEYS[2], KEYS[3], now)
     local g = grant(KEYS[1], KEYS[4], head, tonumber(ARGV[6]), ARGV[7])
-    return {1, 0, g[2], g[3], g[4]}
+    return {1, 0, g[2], g[3], g[4], g[5]}
   end
   return {1, redis.call(PUBLISH, ARGV[3] .. ':' .. head, 0)}
 end)

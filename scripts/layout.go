@@ -30,6 +30,12 @@ func LockChannel(name string) string { return prefixed(lockChannelPrefix, name) 
 // TokenKey is the fencing counter of lock name.
 func TokenKey(name string) string { return prefixed(tokenPrefix, name) }
 
+// HoldMarkField is the field of a reentrant or fair lock's HASH that marks
+// the owner's run of holds (reentrant.lua's HOLD_MARK): the token of the
+// grant that began them. Not Redisson's: its scripts pass over a field that
+// is not their owner's, and no owner id may be it (nor "mode").
+const HoldMarkField = "actorlock_hold"
+
 // requestPrefix names the duplicate guards of requests (guard.lua) and the
 // markers of the other primitives' requests: short-lived keys that make a
 // request act once however many of its attempts reach Redis. Not

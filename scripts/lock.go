@@ -30,7 +30,7 @@ var (
 	lockRenewLua string
 
 	lockAcquire     = newScript(guardLua, reentrantLua, lockAcquireLua)
-	lockUnlock      = newScript(guardLua, releaseLua, lockUnlockLua)
+	lockUnlock      = newScript(guardLua, releaseLua, reentrantLua, lockUnlockLua)
 	lockHandoff     = newScript(guardLua, reentrantLua, lockHandoffLua)
 	lockForceUnlock = newScript(lockForceUnlockLua)
 	lockRenew       = newScript(reentrantLua, lockRenewLua)
@@ -52,6 +52,12 @@ type Grant struct {
 	// Fresh: the lock did not exist, so the owner's holds, if it had any,
 	// were gone before this grant.
 	Fresh bool
+	// Mark, when acquired, is what a give-back of the grant checks
+	// (UnlockArgs.IfToken): for a reentrant or fair lock, the mark of the
+	// owner's holds (reentrant.lua's HOLD_MARK: the token of the grant
+	// that began them, the same for every re-entry of them); for a
+	// read-write lock, the grant's own token.
+	Mark int64
 	// Head and Joined (fair lock, when not acquired): the owner is the head
 	// of the lock's queue (the next to get it); the attempt put it at the
 	// back of the queue.
@@ -110,10 +116,10 @@ func grantScript(ctx context.Context, c Client, s script, g Guard, name string, 
 
 func grantOf(v []int64) (Grant, error) {
 	switch {
-	case len(v) == 4 && v[0] == 1:
-		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Fresh: v[3] == 1, Other: -1}, nil
 	case len(v) == 5 && v[0] == 1:
-		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Fresh: v[3] == 1, Other: v[4]}, nil
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Fresh: v[3] == 1, Mark: v[4], Other: -1}, nil
+	case len(v) == 6 && v[0] == 1:
+		return Grant{Acquired: true, HoldCount: v[1], Token: v[2], Fresh: v[3] == 1, Mark: v[4], Other: v[5]}, nil
 	case len(v) == 2 && v[0] == 0:
 		return Grant{HolderTTL: pttl(v[1])}, nil
 	case len(v) == 4 && v[0] == 0:
@@ -141,8 +147,11 @@ type UnlockArgs struct {
 	Holds int64 // holds to release: 1, or the owner's whole count
 	// IfCount, when >= 0, releases only if the owner's count equals it.
 	IfCount int64
-	// IfToken, when positive, releases only if the fencing counter still
-	// holds it (no grant since; the exclusive kinds only).
+	// IfToken, when positive, releases only if the holds are still the
+	// ones it names (Grant.Mark): for a reentrant or fair lock, if the
+	// holds' mark is still IfToken; for a write, if the fencing counter
+	// still holds it (no grant since); for a read, if the owner's newest
+	// read-hold key does.
 	IfToken int64
 }
 

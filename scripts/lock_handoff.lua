@@ -12,7 +12,7 @@
 -- ARGV[5..7] the guard's (guard.lua)
 -- Returns {-1} releasing owner did not hold it (nothing done),
 -- {0} releasing owner still holds it (its count was higher than known),
--- {1, 1, holdCount, token, fresh} released and granted,
+-- {1, 1, holdCount, token, fresh, mark} released and granted,
 -- {1, 0, pttl} released, but another owner holds it now.
 return guarded(function()
   local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
@@ -26,7 +26,7 @@ return guarded(function()
   redis.call('del', KEYS[1])
   local g = grant(KEYS[1], KEYS[2], ARGV[2], tonumber(ARGV[3]), ARGV[4])
   if g[1] == 1 then
-    return {1, 1, g[2], g[3], g[4]}
+    return {1, 1, g[2], g[3], g[4], g[5]}
   end
   return {1, 0, g[2]}
 end)

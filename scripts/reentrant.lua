@@ -21,10 +21,22 @@
 -- grant(lock, counter, owner, lease, ttl): take or re-enter the lock.
 --   lock: the lock HASH (field <owner> = hold count); lease: ms. Each
 --   request runs it once, however many of its attempts arrive (guard.lua).
---   Returns {1, holdCount, token, fresh}, {0, pttl of the holder}, or {-3}
---   when the hash is a read-write lock's (it has a mode field: one kind per
---   name). fresh is 1 when the lock did not exist: the owner's holds, if it
---   had any, were gone (deleted or expired) before this grant.
+--   Returns {1, holdCount, token, fresh, mark}, {0, pttl of the holder}, or
+--   {-3} when the hash is a read-write lock's (it has a mode field: one kind
+--   per name). fresh is 1 when the lock did not exist: the owner's holds, if
+--   it had any, were gone (deleted or expired) before this grant.
+--   mark is the holds' mark (HOLD_MARK).
+-- HOLD_MARK: the lock HASH's field that tells one run of holds from the
+--   next: the token of the grant that began the owner's holds, written by
+--   our grants alone and gone with the hash. Only our scripts write it, so
+--   a give-back, which must release our holds and nothing else, checks it
+--   (release.lua): a fresh hold of the same owner id taken once ours were
+--   gone (through another runtime, or by a Redisson thread, whose RLock
+--   neither writes the mark nor moves the fencing counter) has another
+--   mark or none. A re-entry keeps the mark; one of a hold that has none
+--   (a Redisson thread's, re-entered through a borrowed id) writes its own
+--   token there, so that its give-back can tell it. Redisson's scripts
+--   pass over a field that is not their owner's.
 -- follow(counter, lock): make an expiring fencing counter live at least as
 --   long as the lock: a give-back tells by the counter whether a newer
 --   grant came since the one it undoes (release.lua), so the counter must
@@ -80,15 +92,20 @@ local function next_token(counter, ttl)
   return tonumber(clock)
 end
 
+local HOLD_MARK = 'actorlock_hold'
+
 local function grant(lock, counter, owner, lease, ttl)
   if redis.call('exists', lock) == 0 then
-    redis.call('hset', lock, owner, 1)
+    local token = next_token(counter, ttl)
+    -- '%.0f': a 16-digit Lua number would go to Redis in exponent form.
+    redis.call('hset', lock, owner, 1, HOLD_MARK, string.format('%.0f', token))
     redis.call('pexpire', lock, lease)
-    return {1, 1, next_token(counter, ttl), 1}
+    return {1, 1, token, 1, token}
   end
-  -- The owner's count and the read-write lock's mode field in one command.
-  -- A key of another type fails here, before anything is written.
-  local fields = redis.call('hmget', lock, owner, 'mode')
+  -- The owner's count, the read-write lock's mode field and the holds'
+  -- mark in one command. A key of another type fails here, before anything
+  -- is written.
+  local fields = redis.call('hmget', lock, owner, 'mode', HOLD_MARK)
   if fields[2] then
     return {-3}
   end
@@ -103,5 +120,10 @@ local function grant(lock, counter, owner, lease, ttl)
   end
   local token = next_token(counter, ttl)
   follow(counter, lock)
-  return {1, count, token, 0}
+  local mark = tonumber(fields[3])
+  if not mark then
+    mark = token
+    redis.call('hset', lock, HOLD_MARK, string.format('%.0f', token))
+  end
+  return {1, count, token, 0, mark}
 end

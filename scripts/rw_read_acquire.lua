@@ -12,7 +12,9 @@
 --         bounded by key <prefix>:<n>, which holds the grant's token
 -- ARGV[5] fencing counter TTL ms, 0 = never expire
 -- ARGV[6..8] the guard's (guard.lua)
--- Returns {1, readCount, token, fresh, writeCount}, {0, pttl of the lock},
+-- Returns {1, readCount, token, fresh, token, writeCount} (a read's
+-- give-back checks its own key's token: its mark is its token), {0, pttl
+-- of the lock},
 -- or {-3} when the hash has no mode: a reentrant or fair lock holds the
 -- name. fresh is 1 when the lock did not exist; writeCount, the owner's
 -- write holds, tells a writer whose write was deleted under it that this
@@ -42,5 +44,5 @@ return guarded(function()
     redis.call('pexpire', KEYS[1], lease)
   end
   follow(KEYS[2], KEYS[1])
-  return {1, count, token, fresh, writes}
+  return {1, count, token, fresh, token, writes}
 end)

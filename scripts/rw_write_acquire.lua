@@ -8,7 +8,9 @@
 -- ARGV[2] owner's write field <owner>:write
 -- ARGV[3] fencing counter TTL ms, 0 = never expire
 -- ARGV[4..6] the guard's (guard.lua)
--- Returns {1, writeCount, token, fresh} (fresh: the lock did not exist),
+-- Returns {1, writeCount, token, fresh, token} (fresh: the lock did not
+-- exist; a write's give-back checks the fencing counter: its mark is its
+-- token),
 -- {0, pttl of the lock}, or {-3} when the
 -- hash has no mode: a reentrant or fair lock holds the name.
 return guarded(function()
@@ -20,7 +22,8 @@ return guarded(function()
     end
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], lease)
-    return {1, 1, next_token(KEYS[2], ARGV[3]), 1}
+    local token = next_token(KEYS[2], ARGV[3])
+    return {1, 1, token, 1, token}
   end
   local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
   if mode ~= 'write' or count == 0 then
@@ -34,5 +37,5 @@ return guarded(function()
   redis.call('pexpire', KEYS[1], math.max(ttl, 0) + lease)
   local token = next_token(KEYS[2], ARGV[3])
   follow(KEYS[2], KEYS[1])
-  return {1, count, token, 0}
+  return {1, count, token, 0, token}
 end)

@@ -17,7 +17,9 @@ return guarded(function()
   if redis.call('hget', KEYS[1], 'mode') ~= 'write' then
     return {-1}
   end
-  local released = release_holds(KEYS[1], ARGV[1], ARGV[2], ARGV[4], KEYS[2], ARGV[5])
+  local released = release_holds(KEYS[1], ARGV[1], ARGV[2], ARGV[4], ARGV[5], function()
+    return redis.call('get', KEYS[2])
+  end)
   if released ~= 1 then
     return {released}
   end

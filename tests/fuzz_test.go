@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/actorkit"
 	"github.com/actorlock/actorlock/messages"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // fuzzKinds are the requests the runtime's PID serves; the first byte of a
@@ -115,6 +117,7 @@ func FuzzRequests(f *testing.F) {
 		require.NoError(t, victim.Err(), "the Go caller's hold ended after %v", m)
 		got, err := rdb.HGetAll(ctx, "fuzz:victim").Result()
 		require.NoError(t, err)
-		require.Equal(t, map[string]string{victim.Owner(): "1"}, got, "the victim lock changed after %v", m)
+		require.Equal(t, map[string]string{victim.Owner(): "1", scripts.HoldMarkField: strconv.FormatInt(victim.Token(), 10)}, got,
+			"the victim lock changed after %v", m)
 	})
 }

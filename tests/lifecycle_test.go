@@ -90,6 +90,10 @@ func TestBadInputGivesSentinelErrors(t *testing.T) {
 	}
 	_, err = rt.Lock("ok", actorlock.WithOwner("")).Acquire(ctx)
 	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
+	for _, field := range []string{"actorlock_hold", "mode"} { // fields the lock HASH keeps for itself
+		_, err = rt.Lock("ok", actorlock.WithOwner(field)).Acquire(ctx)
+		assert.ErrorIs(t, err, actorlock.ErrInvalidArgument, field)
+	}
 	_, err = rt.Lock("ok", nil).Acquire(ctx)
 	assert.ErrorIs(t, err, actorlock.ErrInvalidArgument)
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/internal/redisserver"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 func TestMain(m *testing.M) {
@@ -153,4 +154,11 @@ func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// ownersOf is a lock HASH's fields less the holds' mark
+// (scripts.HoldMarkField), which names no owner: what each owner counts.
+func ownersOf(fields map[string]string) map[string]string {
+	delete(fields, scripts.HoldMarkField)
+	return fields
 }

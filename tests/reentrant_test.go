@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 func TestReentrancyHoldCountsAndRelease(t *testing.T) {
@@ -87,7 +89,8 @@ func TestRedisDataLayoutIsRedissons(t *testing.T) {
 		require.True(t, strings.HasPrefix(h.Owner(), rt.ID()+":"), "owner ids are <runtime uuid>:<n> like Redisson's <uuid>:<thread>")
 		fields, err := rdb.HGetAll(ctx, "orders:42").Result()
 		require.NoError(t, err)
-		assert.Equal(t, map[string]string{h.Owner(): "1"}, fields, "lock = HASH name, field owner = hold count")
+		assert.Equal(t, map[string]string{h.Owner(): "1", scripts.HoldMarkField: strconv.FormatInt(h.Token(), 10)}, fields,
+			"lock = HASH name, field owner = hold count, and the holds' mark: the token of the grant that began them")
 		pttl, err := rdb.PTTL(ctx, "orders:42").Result()
 		require.NoError(t, err)
 		assert.InDelta(t, 2*time.Second, pttl, float64(700*time.Millisecond), "PX = watchdog lease")
@@ -306,7 +309,7 @@ func TestReleaseByNonOwnerIsRefused(t *testing.T) {
 
 		fields, err := rdb.HGetAll(ctx, "contested").Result()
 		require.NoError(t, err)
-		assert.Equal(t, map[string]string{current.Owner(): "1"}, fields, "the current holder is untouched")
+		assert.Equal(t, map[string]string{current.Owner(): "1"}, ownersOf(fields), "the current holder is untouched")
 		select {
 		case <-current.Done():
 			t.Fatal("the current holder must keep its lock")

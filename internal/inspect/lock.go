@@ -87,6 +87,9 @@ func (r *reader) holds(fields map[string]string) error {
 			o.Mode = v
 			continue
 		}
+		if f == scripts.HoldMarkField && o.Kind != ReadWriteLock {
+			continue // which run of holds this is (scripts.HoldMarkField), not an owner
+		}
 		n, err := r.parseCount("field "+strconv.Quote(f), v)
 		if err != nil {
 			return err

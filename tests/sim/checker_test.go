@@ -12,6 +12,7 @@ import (
 
 	"github.com/actorlock/actorlock"
 	"github.com/actorlock/actorlock/observe"
+	"github.com/actorlock/actorlock/scripts"
 )
 
 // Bounds, from the README's guarantees and the options the world uses:
@@ -74,7 +75,7 @@ func (m *model) sweep(ctx context.Context) {
 	for i, n := range m.list {
 		var fields map[string]string
 		if redisOK {
-			fields = cmds[i].Val()
+			fields = ownerFields(cmds[i].Val())
 			byName[n.name] = fields
 			m.checkRedisExclusion(n, fields)
 			m.heldInRedis(n, fields, valid, t1)
@@ -101,6 +102,13 @@ func (m *model) sweep(ctx context.Context) {
 				"%s by worker %d started %.3fs ago, bound %v, no answer yet", r.what, r.worker, now.Sub(r.start).Seconds(), r.bound)
 		}
 	}
+}
+
+// ownerFields is a lock HASH's fields less the holds' mark, which names
+// no owner (scripts.HoldMarkField).
+func ownerFields(fields map[string]string) map[string]string {
+	delete(fields, scripts.HoldMarkField)
+	return fields
 }
 
 // checkRedisExclusion: at most one owner in Redis (readers excepted).

@@ -414,6 +414,7 @@ func (wk *worker) watchHeld(ctx context.Context, n *nameState, d time.Duration) 
 		}
 		m.mu.Unlock()
 		fields, err := wk.w.admin.HGetAll(ctx, n.name).Result()
+		fields = ownerFields(fields)
 		t1 := time.Now()
 		if err != nil {
 			continue
