@@ -213,6 +213,40 @@ func TestReentryFindingTheLockGoneEndsTheOldHold(t *testing.T) {
 	}
 }
 
+// The same when the lock was taken afresh by a Redisson thread whose id
+// the hold's handle borrowed (WithOwner), once the hold was deleted: the
+// re-entry re-enters the thread's hold (Redis counts 2), and the grant's
+// mark (the thread's hold has none: the re-entry writes its own) is not
+// the old hold's, which ends as lost at once rather than holding on with
+// the thread's. The thread's hold is left as it was.
+func TestReentryLandingOnARedissonThreadsHoldEndsTheOldHold(t *testing.T) {
+	t.Parallel()
+	_, rdb, rt := setup(t)
+	ctx := ctxFor(t, 30*time.Second)
+	const name, owner = "gone-to-redisson", "3a9e8a52-7c1e-4b43-a3f5-1f2e3d4c5b6a:7"
+	l := rt.Lock(name, actorlock.WithOwner(owner))
+	h1, err := l.Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rdb.Del(ctx, name).Err(), "another client deletes the lock")
+	require.ErrorIs(t, rdb.Eval(ctx, redissonLock, []string{name}, 30000, owner).Err(), redis.Nil, "the Redisson thread takes the free lock")
+
+	h2, err := l.Acquire(h1.Context())
+	select {
+	case <-h1.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the old hold's Done did not close: it holds on with the Redisson thread's hold")
+	}
+	require.ErrorIs(t, h1.Err(), actorlock.ErrLost)
+	if err == nil {
+		assert.Equal(t, "2", rdb.HGet(ctx, name, owner).Val(), "the re-entry counts beside the thread's hold")
+		require.NoError(t, h2.Unlock(ctx))
+	}
+	require.Eventually(t, func() bool { return rdb.HGet(ctx, name, owner).Val() == "1" }, 5*time.Second, 10*time.Millisecond,
+		"the Redisson thread's hold is left as it was")
+	time.Sleep(500 * time.Millisecond) // a give-back still out would run by now
+	assert.Equal(t, "1", rdb.HGet(ctx, name, owner).Val(), "the Redisson thread's hold is left as it was")
+}
+
 // Defect 3: an Unlock whose script never ran (the connection broke before
 // it was sent) fails; the owner re-enters; the failed release must still
 // release what it was for, not mistake the re-entry's newer fencing token
