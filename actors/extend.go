@@ -28,9 +28,6 @@ func (m *Extend) lockKey() LockKey { return m.Key }
 // extendDone is the outcome of an Extend's script.
 type extendDone struct {
 	m      *Extend
-	count  int64 // the owner's hold count when the script was sent
-	mark   int64 // and what a give-back of them checks (hold.mark)
-	ours   int64 // and how many of those holds this runtime granted
 	sentAt time.Time
 	held   bool
 	err    error
@@ -67,10 +64,10 @@ func (a *lockActor) extend(m *Extend) {
 		m.Reply <- fmt.Errorf("%w: Extend is for holds acquired with LeaseTime; this hold is renewed by the watchdog", ErrInvalidArgument)
 		return
 	}
-	name, rdb, count, mark, ours := a.key.Name, a.env.Redis, h.count, h.mark, h.granted(false)
+	name, rdb := a.key.Name, a.env.Redis
 	a.extending++
 	a.env.goCall(a.self, func(ctx context.Context) any {
-		d := &extendDone{m: m, count: count, mark: mark, ours: ours, sentAt: time.Now()}
+		d := &extendDone{m: m, sentAt: time.Now()}
 		d.held, d.err = scripts.ExtendLock(ctx, rdb, name, m.Owner, m.Lease)
 		return d
 	})
@@ -95,19 +92,19 @@ func (a *lockActor) extended(ctx actor.Context, d *extendDone) {
 			// that one (RT28-1).
 			a.keepDrains(d.m.Owner, time.Now(), d.sentAt.Add(d.m.Lease-Drift(d.m.Lease)))
 		}
-		if d.held && a.holds.get(d.m.Owner) == nil && a.drainOf(d.m.Owner, false) == nil && !a.extendUndos(d.m.Owner, false, d.m.Lease) {
-			// The hold's local deadline passed while the script ran, a
-			// moment before Redis would have expired it, and the script
-			// extended it: give back what nobody here holds any more
-			// (when the count is still what it was; see giveback.go): our
-			// grants, not what the owner id holds through other runtimes;
-			// unless a drain (Close) releases them already, or the hold's
-			// own give-back (abandonHold) is still out: it gives them
-			// back on a newer sight of the owner's count than
-			// this script's, which queued after it would pass for the
-			// newest (RT23-3); it is now tried for as long as this
-			// extension keeps them (RT25-2).
-			a.giveBack(d.m.Owner, false, d.ours, d.count, d.mark, d.m.Lease)
+		if d.held {
+			// The grant ended here while the script ran, and what ended it
+			// releases its holds in Redis: its Unlock, its hold's give-back
+			// (abandonHold) or Close's drain. Redis runs one script at a
+			// time: if that release ran after this script, it released
+			// what the script extended; if before, the script extended
+			// holds that are not ours (the WithOwner id's through another
+			// runtime, or a Redisson thread's), which a give-back of its
+			// own would release once a re-entry made the count what it
+			// saw (RT38-1; RT17-1 before the holds' mark). What still has
+			// to run is tried for as long as the extension keeps the holds
+			// (RT25-2).
+			a.extendUndos(d.m.Owner, false, d.m.Lease)
 		}
 		d.m.Reply <- lostError("the hold ended during this extension")
 	case !d.held:

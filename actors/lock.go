@@ -728,7 +728,7 @@ func (a *lockActor) granted(ctx actor.Context, r *request, g scripts.Grant, sent
 // now could lose it, so it is undone, and tried again after a pause (with
 // back-off) up to ReplicaSync.Attempts times before r fails.
 func (a *lockActor) unconfirmed(ctx actor.Context, r *request, g scripts.Grant, acked int64) {
-	a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Token, r.leaseOr(a.env.Watchdog))
+	a.giveBack(r.owner, r.write(), 1, g.HoldCount, g.Mark, r.leaseOr(a.env.Watchdog))
 	r.unsynced++
 	if r.unsynced >= max(a.env.ReplicaSync.Attempts, 1) {
 		a.answer(ctx, r, AcquireResult{Err: fmt.Errorf("%w: %w: %d of %d replicas confirmed it within %v",

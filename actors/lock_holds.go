@@ -392,18 +392,6 @@ func (a *lockActor) releaseAll(h *hold, cause error) {
 	a.syncRenewal(h)
 }
 
-// drainOf is the release of every hold of owner on that side that
-// releaseAll queued, if it is still to run or be settled, wherever it
-// waits (pending: refused, it waits on a timer; RT26-1).
-func (a *lockActor) drainOf(owner string, write bool) *releaseStep {
-	for r := range a.drains(owner) {
-		if r.write == write {
-			return r
-		}
-	}
-	return nil
-}
-
 // drains yields owner's releases of every hold still to run or be
 // settled: releaseAll's, and the releases on their way it left holds to
 // (drained), which hand them to one if they did not run (RT27-1).

@@ -260,7 +260,7 @@ func (a *lockActor) releasedTo(ctx actor.Context, s *releaseStep, d *stepDone) {
 	}
 	switch {
 	case s.handed.Acquired && next.answered:
-		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, s.handed.Token, next.leaseOr(a.env.Watchdog))
+		a.giveBack(next.owner, next.write(), 1, s.handed.HoldCount, s.handed.Mark, next.leaseOr(a.env.Watchdog))
 		a.headReady = true
 	case s.handed.Acquired && a.settlingFor(next.owner):
 		// A give-back of next's owner began while the hand-off ran: the

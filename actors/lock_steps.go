@@ -656,19 +656,14 @@ func runsBefore(u, s *undoStep) bool {
 
 // extendUndos has the give-backs of owner's holds on that side still to
 // run or be settled tried for at least lease from now (the holds may last
-// that long: an Extend ran), and reports whether there are any.
-func (a *lockActor) extendUndos(owner string, write bool, lease time.Duration) bool {
-	pending := false
+// that long: an Extend ran).
+func (a *lockActor) extendUndos(owner string, write bool, lease time.Duration) {
 	giveUpAt := time.Now().Add(lease + a.env.CallTimeout)
 	for u := range a.undos {
-		if u.owner == owner && u.write == write {
-			pending = true
-			if giveUpAt.After(u.giveUpAt) {
-				u.giveUpAt = giveUpAt
-			}
+		if u.owner == owner && u.write == write && giveUpAt.After(u.giveUpAt) {
+			u.giveUpAt = giveUpAt
 		}
 	}
-	return pending
 }
 
 // undos yields the give-backs still to run or be settled: queued, parked,
