@@ -139,7 +139,7 @@ func (a *lockActor) stop(ctx actor.Context) {
 			// Not while a release of its owner is being settled: that
 			// release may still land, and release what this expects to
 			// find (undoStep.start).
-			if a.unreleasing[s.owner] == 0 {
+			if a.unreleasing[s.owner] == 0 && !s.void {
 				undos = append(undos, s)
 			}
 		}

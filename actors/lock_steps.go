@@ -622,6 +622,9 @@ type undoStep struct {
 	// re-entered them, and its token is theirs (giveBack).
 	validTo time.Time
 	seq     uint64 // the order give-backs were queued in (lockActor.undoSeq; runsBefore)
+	// void: what it expects became unknowable (releaseUnknown); it does
+	// nothing when due.
+	void bool
 
 	unlock scripts.Unlock // outcome
 }
@@ -708,6 +711,10 @@ func (s *undoStep) owners() []string { return []string{s.owner} }
 func (s *undoStep) lease(*lockActor) time.Duration { return max(time.Until(s.giveUpAt), 0) }
 
 func (s *undoStep) start(a *lockActor, _ actor.Context) scriptCall {
+	if s.void {
+		a.settled(s.owner)
+		return nil
+	}
 	if a.unreleasing[s.owner] > 0 || a.attempting[s.owner] > 0 {
 		// A release of the owner is being settled: an attempt of it may
 		// still land, and what it releases is what this expects to find.
