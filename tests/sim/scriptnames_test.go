@@ -19,7 +19,7 @@ import (
 // joins (newScript's parts, in its order), as scripts/*.go builds them.
 var scriptParts = map[string][]string{
 	"lock_acquire":      {"guard", "reentrant", "lock_acquire"},
-	"lock_unlock":       {"guard", "release", "lock_unlock"},
+	"lock_unlock":       {"guard", "release", "reentrant", "lock_unlock"},
 	"lock_handoff":      {"guard", "reentrant", "lock_handoff"},
 	"lock_force_unlock": {"lock_force_unlock"},
 	"lock_renew":        {"reentrant", "lock_renew"},
