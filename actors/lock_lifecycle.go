@@ -111,9 +111,10 @@ func (a *lockActor) stop(ctx actor.Context) {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	a.deliverAllGaveUp()
-	if s := releaseIn(a.inflight); s != nil {
+	flying := releaseIn(a.inflight)
+	if flying != nil {
 		// Its reply would reach a stopped actor: its outcome stays unknown.
-		s.closed(a, "before Redis answered the release")
+		flying.closed(a, "before Redis answered the release")
 	}
 	left := append(a.steps, a.parked...)
 	for s := range a.later {
@@ -136,10 +137,14 @@ func (a *lockActor) stop(ctx actor.Context) {
 				call = s.call(a)
 			}
 		case *undoStep:
-			// Not while a release of its owner is being settled: that
-			// release may still land, and release what this expects to
-			// find (undoStep.start).
-			if a.unreleasing[s.owner] == 0 && !s.void {
+			// Not while a release of its owner is being settled or in
+			// flight: that release may still land, or have landed, and
+			// release what this expects to find (undoStep.start), and
+			// with its outcome never known, what this expects may be
+			// brought back by another runtime's re-entry of a WithOwner
+			// id (RT40-1, as RT39-1): the holds expire within their lease.
+			inflight := flying != nil && flying.owner == s.owner && flying.write == s.write
+			if a.unreleasing[s.owner] == 0 && !inflight && !s.void {
 				undos = append(undos, s)
 			}
 		}
