@@ -1,15 +1,16 @@
 package tests
 
 import (
+	"context"
 	"testing"
 	"time"
 
-	"github.com/actorlock/actorlock/internal/redisserver"
-
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/actorlock/actorlock"
+	"github.com/actorlock/actorlock/internal/redisserver"
 )
 
 // The thirty-eighth red-team pass, over the holds' mark (scripts.HoldMarkField,
@@ -49,14 +50,7 @@ func isExtendOn(c respCommand, name, owner string) bool {
 // count 2, the same mark) runs too: count 1 for runtime 2's two holds.
 func TestRedTeam38LateExtendGivesBackAgainAfterTheHoldsOwnGiveBack(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p, p2 := startRESPProxy(t, srv.Addr), startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	rt1 := newRuntime(t, client(t, p.Addr()), actorlock.WithCallTimeout(2*time.Second))
-	rt2 := newRuntime(t, client(t, p2.Addr()))
-	warmScripts(t, rt1)
-	warmScripts(t, rt2)
-	other := newRuntime(t, direct)
+	p, p2, direct, rt1, rt2, other := sharedOwnerRuntimes(t, actorlock.WithCallTimeout(2*time.Second))
 	ctx := ctxFor(t, 30*time.Second)
 	const name, owner = "rt38-late-extend-again", "owner-rt38-1"
 	l2 := rt2.Lock(name, actorlock.WithOwner(owner))
@@ -80,15 +74,7 @@ func TestRedTeam38LateExtendGivesBackAgainAfterTheHoldsOwnGiveBack(t *testing.T)
 	time.Sleep(time.Until(replyAt) + 500*time.Millisecond) // the Extend's reply comes; what it gives back runs
 	t.Logf("Redis: %v", direct.HGetAll(ctx, name).Val())
 	assert.Equal(t, "2", direct.HGet(ctx, name, owner).Val(), "the late Extend gave runtime 1's hold back a second time: it released one of runtime 2's")
-	// Runtime 2's inner Unlock: its reply comes 1 s late, so that another
-	// owner can try while runtime 2 learns nothing yet.
-	late := p2.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, name, owner, false) })
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- inner2.Unlock(ctx) }()
-	await(t, late.ran, time.Second, "runtime 2's inner Unlock, run by Redis")
-	t.Logf("after runtime 2's inner Unlock: Redis %v", direct.HGetAll(ctx, name).Val())
-	othersTry(t, ctx, other.Lock(name), outer2, "another owner while runtime 2's outer hold is held")
-	t.Logf("inner Unlock: %v", await(t, unlocked, 3*time.Second, "runtime 2's inner Unlock"))
+	innerUnlockLetsOthersTry(t, ctx, p2, direct, other, name, owner, inner2, outer2)
 	_ = outer2.Unlock(ctx)
 }
 
@@ -100,14 +86,7 @@ func TestRedTeam38LateExtendGivesBackAgainAfterTheHoldsOwnGiveBack(t *testing.T)
 // one of runtime 2's two holds.
 func TestRedTeam38LateExtendGivesBackAHoldItsUnlockReleased(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p, p2 := startRESPProxy(t, srv.Addr), startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	rt1 := newRuntime(t, client(t, p.Addr()), actorlock.WithCallTimeout(3*time.Second))
-	rt2 := newRuntime(t, client(t, p2.Addr()))
-	warmScripts(t, rt1)
-	warmScripts(t, rt2)
-	other := newRuntime(t, direct)
+	p, p2, direct, rt1, rt2, other := sharedOwnerRuntimes(t, actorlock.WithCallTimeout(3*time.Second))
 	ctx := ctxFor(t, 30*time.Second)
 	const name, owner = "rt38-late-extend-unlocked", "owner-rt38-1b"
 	l2 := rt2.Lock(name, actorlock.WithOwner(owner))
@@ -130,13 +109,7 @@ func TestRedTeam38LateExtendGivesBackAHoldItsUnlockReleased(t *testing.T) {
 	time.Sleep(time.Until(replyAt) + 500*time.Millisecond) // the Extend's reply comes; what it gives back runs
 	t.Logf("Redis: %v", direct.HGetAll(ctx, name).Val())
 	assert.Equal(t, "2", direct.HGet(ctx, name, owner).Val(), "the late Extend gave back runtime 1's released hold: it released one of runtime 2's")
-	late := p2.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, name, owner, false) })
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- inner2.Unlock(ctx) }()
-	await(t, late.ran, time.Second, "runtime 2's inner Unlock, run by Redis")
-	t.Logf("after runtime 2's inner Unlock: Redis %v", direct.HGetAll(ctx, name).Val())
-	othersTry(t, ctx, other.Lock(name), outer2, "another owner while runtime 2's outer hold is held")
-	t.Logf("inner Unlock: %v", await(t, unlocked, 3*time.Second, "runtime 2's inner Unlock"))
+	innerUnlockLetsOthersTry(t, ctx, p2, direct, other, name, owner, inner2, outer2)
 	_ = outer2.Unlock(ctx)
 }
 
@@ -185,4 +158,34 @@ func TestRedTeam38UnconfirmedReentryIsNeverUndone(t *testing.T) {
 func detach(t *testing.T, replica *redisserver.Server) {
 	t.Helper()
 	require.NoError(t, client(t, replica.Addr).Do(ctxFor(t, 5*time.Second), "REPLICAOF", "127.0.0.1", "1").Err())
+}
+
+// sharedOwnerRuntimes is one Redis behind two proxies, each carrying a
+// runtime (runtime 1 with opts) that will hold one WithOwner id, and an
+// unproxied runtime for another owner; both proxied runtimes have their
+// scripts loaded, so that a script's first call is not a load.
+func sharedOwnerRuntimes(t *testing.T, opts ...actorlock.Option) (p, p2 *respProxy, direct *redis.Client, rt1, rt2, other *actorlock.Runtime) {
+	t.Helper()
+	srv := startRedis(t)
+	p, p2 = startRESPProxy(t, srv.Addr), startRESPProxy(t, srv.Addr)
+	direct = client(t, srv.Addr)
+	rt1 = newRuntime(t, client(t, p.Addr()), opts...)
+	rt2 = newRuntime(t, client(t, p2.Addr()))
+	warmScripts(t, rt1)
+	warmScripts(t, rt2)
+	return p, p2, direct, rt1, rt2, newRuntime(t, direct)
+}
+
+// innerUnlockLetsOthersTry unlocks runtime 2's inner hold of owner, its
+// reply 1 s late, so that another owner tries while runtime 2 learns
+// nothing yet: the lock must stay held by runtime 2's outer hold.
+func innerUnlockLetsOthersTry(t *testing.T, ctx context.Context, p2 *respProxy, direct *redis.Client, other *actorlock.Runtime, name, owner string, inner2, outer2 *actorlock.Held) {
+	t.Helper()
+	late := p2.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, name, owner, false) })
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- inner2.Unlock(ctx) }()
+	await(t, late.ran, time.Second, "runtime 2's inner Unlock, run by Redis")
+	t.Logf("after runtime 2's inner Unlock: Redis %v", direct.HGetAll(ctx, name).Val())
+	othersTry(t, ctx, other.Lock(name), outer2, "another owner while runtime 2's outer hold is held")
+	t.Logf("inner Unlock: %v", await(t, unlocked, 3*time.Second, "runtime 2's inner Unlock"))
 }

@@ -42,14 +42,7 @@ import (
 func TestRedTeam39UnknowableReleaseLeavesItsHoldInTheGiveBack(t *testing.T) {
 	t.Parallel()
 	const ct = 300 * time.Millisecond
-	srv := startRedis(t)
-	p, p2 := startRESPProxy(t, srv.Addr), startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	rt1 := newRuntime(t, client(t, p.Addr()), actorlock.WithCallTimeout(ct), actorlock.WithWatchdog(3*time.Second))
-	rt2 := newRuntime(t, client(t, p2.Addr()))
-	warmScripts(t, rt1)
-	warmScripts(t, rt2)
-	other := newRuntime(t, direct)
+	p, p2, direct, rt1, rt2, other := sharedOwnerRuntimes(t, actorlock.WithCallTimeout(ct), actorlock.WithWatchdog(3*time.Second))
 	ctx := ctxFor(t, 40*time.Second)
 	const name, owner = "rt39-unknowable-release-giveback", "owner-rt39-1"
 	l2 := rt2.Lock(name, actorlock.WithOwner(owner))
@@ -80,14 +73,6 @@ func TestRedTeam39UnknowableReleaseLeavesItsHoldInTheGiveBack(t *testing.T) {
 	n, _ := direct.HGet(ctx, name, owner).Int()
 	assert.GreaterOrEqual(t, n, 2, "runtime 1's give-back released one of runtime 2's two holds")
 
-	// Runtime 2's inner Unlock: its reply comes 1 s late, so that another
-	// owner can try while runtime 2 learns nothing yet.
-	late := p2.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, name, owner, false) })
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- inner2.Unlock(ctx) }()
-	await(t, late.ran, time.Second, "runtime 2's inner Unlock, run by Redis")
-	t.Logf("after runtime 2's inner Unlock: Redis %v", direct.HGetAll(ctx, name).Val())
-	othersTry(t, ctx, other.Lock(name), outer2, "another owner while runtime 2's outer hold is held")
-	t.Logf("inner Unlock: %v", await(t, unlocked, 3*time.Second, "runtime 2's inner Unlock"))
+	innerUnlockLetsOthersTry(t, ctx, p2, direct, other, name, owner, inner2, outer2)
 	_ = outer2.Unlock(ctx)
 }

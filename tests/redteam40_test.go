@@ -42,14 +42,7 @@ import (
 // flight and fires the give-back: count 1, for runtime 2's two holds.
 func TestRedTeam40StoppingActorGivesBackBesideAReleaseInFlight(t *testing.T) {
 	t.Parallel()
-	srv := startRedis(t)
-	p, p2 := startRESPProxy(t, srv.Addr), startRESPProxy(t, srv.Addr)
-	direct := client(t, srv.Addr)
-	rt1 := newRuntime(t, client(t, p.Addr()), actorlock.WithCallTimeout(5*time.Second))
-	rt2 := newRuntime(t, client(t, p2.Addr()))
-	warmScripts(t, rt1)
-	warmScripts(t, rt2)
-	other := newRuntime(t, direct)
+	p, p2, direct, rt1, rt2, other := sharedOwnerRuntimes(t, actorlock.WithCallTimeout(5*time.Second))
 	ctx := ctxFor(t, 40*time.Second)
 	const name, owner = "rt40-stop-giveback-beside-release", "owner-rt40-1"
 	// Older lock actors, stopped after the name's (as in RT20-1): they keep
@@ -90,15 +83,7 @@ func TestRedTeam40StoppingActorGivesBackBesideAReleaseInFlight(t *testing.T) {
 	n, _ := direct.HGet(ctx, name, owner).Int()
 	assert.GreaterOrEqual(t, n, 2, "runtime 1's give-back released one of runtime 2's two holds")
 
-	// Runtime 2's inner Unlock: its reply comes 1 s late, so that another
-	// owner can try while runtime 2 learns nothing yet.
-	slow := p2.on(1, delayReply, time.Second, func(c respCommand) bool { return isRelease(c, name, owner, false) })
-	done := make(chan error, 1)
-	go func() { done <- inner2.Unlock(ctx) }()
-	await(t, slow.ran, time.Second, "runtime 2's inner Unlock, run by Redis")
-	t.Logf("after runtime 2's inner Unlock: Redis %v", direct.HGetAll(ctx, name).Val())
-	othersTry(t, ctx, other.Lock(name), outer2, "another owner while runtime 2's outer hold is held")
-	t.Logf("inner Unlock: %v", await(t, done, 3*time.Second, "runtime 2's inner Unlock"))
+	innerUnlockLetsOthersTry(t, ctx, p2, direct, other, name, owner, inner2, outer2)
 	t.Logf("runtime 1's inner Unlock: %v", await(t, unlocked, 5*time.Second, "runtime 1's inner Unlock"))
 	_ = outer2.Unlock(ctx)
 }
