@@ -817,7 +817,11 @@ func (m *model) unlocking(holds []*hold) {
 // ownerPair: two acquisitions with one WithOwner id in flight at once, on
 // the worker's runtime and on one drawn from all (maybe the same): issue
 // 31's overlapping WithOwner attempts. The ids are shared by every worker
-// and runtime, as a Redisson thread's id may be.
+// and runtime, as a Redisson thread's id may be; but not a read's:
+// docs/guarantees.md rules out one owner id's reads through two processes
+// at once (a read release deletes the owner's newest read-hold key,
+// whichever process holds that read), so read pairs keep to the worker's
+// runtime, with ids of its own.
 func (wk *worker) ownerPair() {
 	m := wk.w.model
 	n := wk.pickName()
@@ -828,6 +832,11 @@ func (wk *worker) ownerPair() {
 		field += ":write"
 	}
 	slots := []*slot{wk.s, wk.w.slots[wk.rng.IntN(len(wk.w.slots))]}
+	if n.kind == kRW && !write {
+		_, gen := wk.s.current()
+		owner = fmt.Sprintf("sim-pair-s%d-g%d-o%d", wk.s.idx, gen, wk.rng.IntN(4))
+		field, slots[1] = owner, wk.s
+	}
 	if slots[0] != slots[1] {
 		m.mu.Lock()
 		n.shared[owner] = time.Now()
