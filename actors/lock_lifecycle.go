@@ -111,10 +111,10 @@ func (a *lockActor) stop(ctx actor.Context) {
 		a.releaseAll(h, lostError("the lock actor stopped"))
 	}
 	a.deliverAllGaveUp()
-	flying := releaseIn(a.inflight)
-	if flying != nil {
+	if s := releaseIn(a.inflight); s != nil {
 		// Its reply would reach a stopped actor: its outcome stays unknown.
-		flying.closed(a, "before Redis answered the release")
+		s.closed(a, "before Redis answered the release")
+		a.voidUndos(s)
 	}
 	left := append(a.steps, a.parked...)
 	for s := range a.later {
@@ -137,14 +137,11 @@ func (a *lockActor) stop(ctx actor.Context) {
 				call = s.call(a)
 			}
 		case *undoStep:
-			// Not while a release of its owner is being settled or in
-			// flight: that release may still land, or have landed, and
-			// release what this expects to find (undoStep.start), and
-			// with its outcome never known, what this expects may be
-			// brought back by another runtime's re-entry of a WithOwner
-			// id (RT40-1, as RT39-1): the holds expire within their lease.
-			inflight := flying != nil && flying.owner == s.owner && flying.write == s.write
-			if a.unreleasing[s.owner] == 0 && !inflight && !s.void {
+			// Not while a release of its owner is being settled: that
+			// release may still land, and release what this expects to
+			// find (undoStep.start); nor one voided beside a release in
+			// flight, whose outcome is never known (voidUndos).
+			if a.unreleasing[s.owner] == 0 && !s.void {
 				undos = append(undos, s)
 			}
 		}

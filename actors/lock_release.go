@@ -403,21 +403,27 @@ func (a *lockActor) releaseUnknown(ctx actor.Context, s *releaseStep, h *hold, e
 		a.lost(ctx, h, LossRenewalFailed, reason)
 	}
 	a.endGrant(s.grant, lossOf(LossRenewalFailed, reason))
-	if !a.ownID(s.owner) {
-		// The owner's give-backs on this side expect counts that include
-		// what the release may or may not have released. A WithOwner id's
-		// count may come back to one of them by another runtime's
-		// re-entry, and the give-back would release that runtime's hold
-		// (RT39-1): its holds are left to expire within their lease, as
-		// a grant of unknown outcome's are (giveBackUnknown). An id the
-		// runtime made has no other holder: a count that no longer
-		// matches stays so, and refuses the give-back.
-		for u := range a.undos {
-			if u.owner == s.owner && u.write == s.write && !u.void {
-				u.void = true
-				a.env.Log.Warn("actorlock: lost holds are left to expire: an unlock of their owner id (WithOwner) had an unknown outcome, so what Redis still counts of them cannot be told",
-					slog.String("lock", a.key.Name), slog.String("owner", s.owner), slog.Time("by", u.giveUpAt))
-			}
+	a.voidUndos(s)
+}
+
+// voidUndos follows a release whose outcome will never be known (Redis did
+// not answer, or the actor stopped before it did): its owner's give-backs
+// on that side expect counts that include what it may or may not have
+// released. A WithOwner id's count may come back to one of them by another
+// runtime's re-entry, and the give-back would release that runtime's hold
+// (RT39-1, RT40-1): its holds are left to expire within their lease, as a
+// grant of unknown outcome's are (giveBackUnknown). An id the runtime made
+// has no other holder: a count that no longer matches stays so, and
+// refuses the give-back.
+func (a *lockActor) voidUndos(s *releaseStep) {
+	if a.ownID(s.owner) {
+		return
+	}
+	for u := range a.undos {
+		if u.owner == s.owner && u.write == s.write && !u.void {
+			u.void = true
+			a.env.Log.Warn("actorlock: lost holds are left to expire: an unlock of their owner id (WithOwner) had an unknown outcome, so what Redis still counts of them cannot be told",
+				slog.String("lock", a.key.Name), slog.String("owner", s.owner), slog.Time("by", u.giveUpAt))
 		}
 	}
 }
